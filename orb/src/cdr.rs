@@ -602,9 +602,15 @@ mod tests {
     #[test]
     fn string_without_nul_or_zero_length_is_rejected() {
         let mut r = CdrReader::new(&[2, 0, 0, 0, b'a', b'b'], ByteOrder::Little);
-        assert_eq!(r.read_string().unwrap_err().kind(), &DecodeErrorKind::BadString);
+        assert_eq!(
+            r.read_string().unwrap_err().kind(),
+            &DecodeErrorKind::BadString
+        );
         let mut r = CdrReader::new(&[0, 0, 0, 0], ByteOrder::Little);
-        assert_eq!(r.read_string().unwrap_err().kind(), &DecodeErrorKind::BadString);
+        assert_eq!(
+            r.read_string().unwrap_err().kind(),
+            &DecodeErrorKind::BadString
+        );
     }
 
     #[test]

@@ -414,7 +414,10 @@ mod tests {
             "IDL:omg.org/CORBA/COMM_FAILURE:1.0"
         );
         for k in SystemExceptionKind::all() {
-            assert_eq!(SystemExceptionKind::from_repository_id(k.repository_id()), Some(k));
+            assert_eq!(
+                SystemExceptionKind::from_repository_id(k.repository_id()),
+                Some(k)
+            );
         }
         assert_eq!(SystemExceptionKind::all().count(), 36);
         assert_eq!(SystemExceptionKind::from_repository_id("IDL:x/Y:1.0"), None);

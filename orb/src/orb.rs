@@ -1,32 +1,446 @@
-//! PLACEHOLDER until the core lands: the `Orb` handle.
+//! [`Orb`] and [`OrbBuilder`]: configuration, listen endpoints, the pool threads, object
+//! activation, reference strings, and shutdown.
 
-use crate::exception::{Exception, SystemException, SystemExceptionKind, CompletionStatus};
+use crate::adapter::Adapter;
+use crate::connection::{lock, Connection};
+use crate::exception::{minor, CompletionStatus, SystemException, SystemExceptionKind};
+use crate::giop::DEFAULT_MAX_MESSAGE_SIZE;
 use crate::ior::ObjectRef;
+use crate::lf::{Lf, Participant};
+use crate::reactor::Reactor;
+use crate::servant::Servant;
+use crate::stats::{OrbStats, Stats};
 use bytes::Bytes;
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::HashMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-/// The ORB.
+/// Configuration, fixed at build time.
 #[derive(Clone, Debug)]
-pub struct Orb {
-    _inner: Arc<()>,
+pub(crate) struct Config {
+    pub(crate) listen: Vec<SocketAddr>,
+    pub(crate) host: Option<String>,
+    pub(crate) threads: usize,
+    pub(crate) call_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) max_message_size: usize,
+    pub(crate) max_dispatches_per_connection: usize,
+    pub(crate) max_nesting_depth: usize,
+    pub(crate) nested_upcalls: bool,
+    pub(crate) shutdown_grace: Duration,
+    pub(crate) thread_stack_size: usize,
+    pub(crate) max_queued_bytes: usize,
 }
 
-fn not_yet() -> SystemException {
-    SystemException::new(SystemExceptionKind::NO_IMPLEMENT, 0, CompletionStatus::No)
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: vec![SocketAddr::from(([127, 0, 0, 1], 0))],
+            host: None,
+            threads: 2,
+            call_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+            max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+            max_dispatches_per_connection: 64,
+            max_nesting_depth: 1024,
+            nested_upcalls: true,
+            shutdown_grace: Duration::from_secs(5),
+            thread_stack_size: 64 << 20,
+            max_queued_bytes: 64 << 20,
+        }
+    }
+}
+
+/// Builds an [`Orb`].
+///
+/// ```
+/// let orb = orb::Orb::builder().threads(1).build().unwrap();
+/// assert!(orb.listen_addrs()[0].ip().is_loopback());
+/// orb.shutdown();
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct OrbBuilder {
+    config: Config,
+    listen_set: bool,
+    errors: Vec<String>,
+}
+
+impl OrbBuilder {
+    /// Adds a listen endpoint (`"127.0.0.1:0"` picks a free port). The first call replaces the
+    /// default, which is `127.0.0.1:0`: listening on other interfaces is an explicit choice.
+    #[must_use]
+    pub fn listen(mut self, addr: impl ToSocketAddrs) -> Self {
+        if !self.listen_set {
+            self.config.listen.clear();
+            self.listen_set = true;
+        }
+        match addr.to_socket_addrs() {
+            Ok(a) => self.config.listen.extend(a.take(1)),
+            Err(e) => self.errors.push(format!("bad listen address: {e}")),
+        }
+        self
+    }
+
+    /// Listens nowhere (a pure client; callbacks to it are impossible).
+    #[must_use]
+    pub fn no_listen(mut self) -> Self {
+        self.config.listen.clear();
+        self.listen_set = true;
+        self
+    }
+
+    /// The host name written into object references (default: the listen address's IP).
+    #[must_use]
+    pub fn host(mut self, host: impl Into<String>) -> Self {
+        self.config.host = Some(host.into());
+        self
+    }
+
+    /// Number of pool threads serving requests (default 2). 0 is valid: then only threads
+    /// waiting for replies, and threads in [`Orb::run`], drive the event loop.
+    #[must_use]
+    pub fn threads(mut self, n: usize) -> Self {
+        self.config.threads = n;
+        self
+    }
+
+    /// Default timeout of a two-way call (default 30 s).
+    #[must_use]
+    pub fn call_timeout(mut self, t: Duration) -> Self {
+        self.config.call_timeout = t;
+        self
+    }
+
+    /// Timeout for opening a connection (default 5 s; a call's deadline also bounds it).
+    #[must_use]
+    pub fn connect_timeout(mut self, t: Duration) -> Self {
+        self.config.connect_timeout = t;
+        self
+    }
+
+    /// Maximum GIOP message size in bytes, after fragment reassembly (default 64 MiB).
+    #[must_use]
+    pub fn max_message_size(mut self, n: usize) -> Self {
+        self.config.max_message_size = n;
+        self
+    }
+
+    /// Maximum upcalls running at once for one connection (default 64). At the limit the ORB
+    /// stops reading that connection until one finishes (back-pressure, as Ice 3.8's
+    /// `MaxDispatches`).
+    #[must_use]
+    pub fn max_dispatches_per_connection(mut self, n: usize) -> Self {
+        self.config.max_dispatches_per_connection = n.max(1);
+        self
+    }
+
+    /// Maximum nested upcalls on one thread (default 1024). A request that would go deeper is
+    /// answered with NO_RESOURCES.
+    #[must_use]
+    pub fn max_nesting_depth(mut self, n: usize) -> Self {
+        self.config.max_nesting_depth = n;
+        self
+    }
+
+    /// Whether a thread waiting for a reply may serve incoming requests (default true).
+    ///
+    /// Turning this off gives the classic thread-pool model, in which nested callbacks
+    /// deadlock (and end in TIMEOUT) once every pool thread waits. It exists to demonstrate
+    /// what the hybrid Leader/Followers model buys; there is no other reason to turn it off.
+    #[must_use]
+    pub fn nested_upcalls(mut self, enabled: bool) -> Self {
+        self.config.nested_upcalls = enabled;
+        self
+    }
+
+    /// How long [`Orb::shutdown`] lets running upcalls finish (default 5 s).
+    #[must_use]
+    pub fn shutdown_grace(mut self, t: Duration) -> Self {
+        self.config.shutdown_grace = t;
+        self
+    }
+
+    /// Stack size of pool threads (default 64 MiB of address space; deep nested callbacks
+    /// recurse on the serving thread's stack).
+    #[must_use]
+    pub fn thread_stack_size(mut self, bytes: usize) -> Self {
+        self.config.thread_stack_size = bytes;
+        self
+    }
+
+    /// Builds the ORB: binds the listeners and starts the pool threads.
+    pub fn build(self) -> Result<Orb, SystemException> {
+        let init = |d: String| {
+            SystemException::new(SystemExceptionKind::INITIALIZE, 0, CompletionStatus::No)
+                .with_detail(d)
+        };
+        if let Some(e) = self.errors.first() {
+            return Err(init(e.clone()));
+        }
+        let config = self.config;
+        let reactor = Reactor::new().map_err(|e| init(format!("cannot create poller: {e}")))?;
+        let mut listen_addrs = Vec::new();
+        for addr in &config.listen {
+            let l = mio::net::TcpListener::bind(*addr)
+                .map_err(|e| init(format!("cannot listen on {addr}: {e}")))?;
+            let local = l
+                .local_addr()
+                .map_err(|e| init(format!("listener address: {e}")))?;
+            reactor
+                .add_listener(l)
+                .map_err(|e| init(format!("cannot register listener: {e}")))?;
+            listen_addrs.push(local);
+        }
+        let host = config
+            .host
+            .clone()
+            .unwrap_or_else(|| match listen_addrs.first() {
+                Some(a) if !a.ip().is_unspecified() => a.ip().to_string(),
+                _ => "127.0.0.1".to_string(),
+            });
+        let nonce = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        let inner = Arc::new(OrbInner {
+            config,
+            host,
+            listen_addrs,
+            reactor,
+            lf: Lf::new(),
+            adapter: Adapter::default(),
+            stats: Stats::default(),
+            outbound: Mutex::new(HashMap::new()),
+            parked: Mutex::new(std::collections::VecDeque::new()),
+            shutting_down: AtomicBool::new(false),
+            upcalls_running: AtomicUsize::new(0),
+            upcalls_done: (Mutex::new(()), Condvar::new()),
+            key_counter: AtomicU64::new(0),
+            key_nonce: nonce,
+            threads: Mutex::new(Vec::new()),
+        });
+        let mut handles = Vec::new();
+        for i in 0..inner.config.threads {
+            let o = inner.clone();
+            let h = std::thread::Builder::new()
+                .name(format!("orb-pool-{i}"))
+                .stack_size(inner.config.thread_stack_size)
+                .spawn(move || o.serve_until_shutdown())
+                .map_err(|e| init(format!("cannot start pool thread: {e}")))?;
+            handles.push(h);
+        }
+        *lock(&inner.threads) = handles;
+        tracing::debug!(listen = ?inner.listen_addrs, threads = inner.config.threads, "orb started");
+        Ok(Orb { inner })
+    }
+}
+
+/// Endpoint key of the outbound connection cache: host as written in the IOR, and port.
+pub(crate) type Endpoint = (String, u16);
+
+/// Shared state of one ORB.
+#[derive(Debug)]
+pub(crate) struct OrbInner {
+    pub(crate) config: Config,
+    pub(crate) host: String,
+    pub(crate) listen_addrs: Vec<SocketAddr>,
+    pub(crate) reactor: Reactor,
+    pub(crate) lf: Lf,
+    pub(crate) adapter: Adapter,
+    pub(crate) stats: Stats,
+    /// One slot per remote endpoint; the slot's lock is held while connecting, so concurrent
+    /// callers share one connection.
+    pub(crate) outbound: Mutex<HashMap<Endpoint, Arc<Mutex<Option<Arc<Connection>>>>>>,
+    /// Requests read by a bound leader while nested upcalls are disabled, waiting for a pool
+    /// thread.
+    pub(crate) parked: Mutex<std::collections::VecDeque<crate::driver::Upcall>>,
+    pub(crate) shutting_down: AtomicBool,
+    pub(crate) upcalls_running: AtomicUsize,
+    pub(crate) upcalls_done: (Mutex<()>, Condvar),
+    key_counter: AtomicU64,
+    key_nonce: u64,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl OrbInner {
+    /// A pool thread's (or `run`'s) life: serve unbound until shutdown.
+    fn serve_until_shutdown(self: Arc<Self>) {
+        let p = Participant::unbound();
+        let _ = self.lf.run(&p, None, &*self);
+    }
+
+    pub(crate) fn check_running(&self) -> Result<(), SystemException> {
+        if self.shutting_down.load(Ordering::Acquire) {
+            Err(SystemException::shutdown())
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// An object request broker: serves activated objects and invokes remote ones.
+///
+/// Cheap to clone (`Arc` inside), `Send + Sync`. Call [`Orb::shutdown`] when done: pool
+/// threads hold the ORB alive until then.
+#[derive(Clone, Debug)]
+pub struct Orb {
+    pub(crate) inner: Arc<OrbInner>,
 }
 
 impl Orb {
-    pub(crate) fn invoke(&self, _t: &ObjectRef, _op: &str, _b: Bytes, _to: Option<Duration>) -> Result<Bytes, Exception> {
-        Err(not_yet().into())
+    /// A builder with the defaults (listen on `127.0.0.1:0`, 2 pool threads).
+    pub fn builder() -> OrbBuilder {
+        OrbBuilder::default()
     }
-    pub(crate) fn invoke_oneway(&self, _t: &ObjectRef, _op: &str, _b: Bytes) -> Result<(), SystemException> {
-        Err(not_yet())
+
+    /// The addresses the ORB listens on (with the real ports).
+    pub fn listen_addrs(&self) -> &[SocketAddr] {
+        &self.inner.listen_addrs
     }
-    pub(crate) fn is_a(&self, _t: &ObjectRef, _id: &str) -> Result<bool, SystemException> {
-        Err(not_yet())
+
+    /// Activates `servant` under `key` and returns its reference. A servant already under that
+    /// key is replaced.
+    pub fn activate(&self, key: impl Into<Bytes>, servant: impl Servant) -> ObjectRef {
+        self.activate_arc(key, Arc::new(servant))
     }
-    pub(crate) fn non_existent(&self, _t: &ObjectRef) -> Result<bool, SystemException> {
-        Err(not_yet())
+
+    /// [`Orb::activate`] for a shared servant.
+    pub fn activate_arc(&self, key: impl Into<Bytes>, servant: Arc<dyn Servant>) -> ObjectRef {
+        let key = key.into();
+        let type_id = servant.repository_id();
+        self.inner.adapter.insert(key.clone(), servant);
+        self.reference(type_id, key)
+    }
+
+    /// Activates `servant` under a fresh key, unique in this ORB's life.
+    pub fn activate_with_generated_key(&self, servant: impl Servant) -> ObjectRef {
+        let n = self.inner.key_counter.fetch_add(1, Ordering::Relaxed);
+        let key = format!("obj-{:x}-{n}", self.inner.key_nonce);
+        self.activate(Bytes::from(key), servant)
+    }
+
+    /// Deactivates the object under `key`; later requests get OBJECT_NOT_EXIST. Returns whether
+    /// an object was there.
+    pub fn deactivate(&self, key: &[u8]) -> bool {
+        self.inner.adapter.remove(key)
+    }
+
+    /// A reference to `key` in this ORB (one IIOP 1.2 profile per listen endpoint).
+    pub fn reference(&self, type_id: &str, key: Bytes) -> ObjectRef {
+        let profiles = self
+            .inner
+            .listen_addrs
+            .iter()
+            .map(|a| crate::ior::IiopProfile {
+                version: crate::giop::Version::V1_2,
+                host: self.inner.host.clone(),
+                port: a.port(),
+                object_key: key.clone(),
+                components: Vec::new(),
+            })
+            .collect();
+        ObjectRef::from_iiop_profiles(type_id, profiles)
+    }
+
+    /// Parses an `IOR:` string or a `corbaloc:` URL. Errors are BAD_PARAM.
+    pub fn string_to_object(&self, s: &str) -> Result<ObjectRef, SystemException> {
+        ObjectRef::parse(s.trim()).map_err(SystemException::from)
+    }
+
+    /// The `IOR:` string of a reference.
+    pub fn object_to_string(&self, r: &ObjectRef) -> String {
+        r.to_ior_string()
+    }
+
+    /// Counters: connections, requests, late replies, promotions, buffered bytes.
+    pub fn stats(&self) -> OrbStats {
+        self.inner.stats.snapshot()
+    }
+
+    /// Joins the pool on the calling thread until [`Orb::shutdown`].
+    pub fn run(&self) {
+        if self.inner.lf.is_shutdown() {
+            return;
+        }
+        self.inner.clone().serve_until_shutdown();
+    }
+
+    /// Whether [`Orb::shutdown`] has been called.
+    pub fn is_shut_down(&self) -> bool {
+        self.inner.shutting_down.load(Ordering::Acquire)
+    }
+
+    /// Shuts the ORB down: stops accepting, lets running upcalls finish within the grace
+    /// period, sends CloseConnection on every connection and closes it, wakes every waiting
+    /// thread with an error (BAD_INV_ORDER, or COMM_FAILURE for calls on closed connections),
+    /// and joins the pool threads. Idempotent. When it returns, no ORB thread is left (unless
+    /// it was called from one, which then finishes its upcall and exits) and no socket is open.
+    pub fn shutdown(&self) {
+        let inner = &self.inner;
+        if inner.shutting_down.swap(true, Ordering::AcqRel) {
+            self.join_threads();
+            return;
+        }
+        let _span = tracing::debug_span!("shutdown").entered();
+        // 1. Stop accepting.
+        inner.reactor.close_listeners();
+        // 2. Let running upcalls finish (the pool keeps serving meanwhile: they may need it).
+        let deadline = Instant::now() + inner.config.shutdown_grace;
+        let in_upcall = crate::driver::current_depth() > 0;
+        let own = usize::from(in_upcall);
+        {
+            let (m, cv) = &inner.upcalls_done;
+            let mut g = lock(m);
+            while inner.upcalls_running.load(Ordering::Acquire) > own {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    tracing::warn!("shutdown grace period over with upcalls still running");
+                    break;
+                }
+                g = cv
+                    .wait_timeout(g, left.min(Duration::from_millis(50)))
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+        }
+        // 3. CloseConnection and close every connection; waiters wake with an error.
+        for e in inner.reactor.entries() {
+            match e {
+                crate::reactor::Entry::Conn(c) => {
+                    inner.send_close_connection(&c);
+                    inner.close_connection(&c, crate::connection::CloseCause::Shutdown);
+                }
+                crate::reactor::Entry::Listener(_) => {}
+            }
+        }
+        lock(&inner.outbound).clear();
+        // 4. Stop the pool.
+        inner.lf.shutdown(&**inner);
+        lock(&inner.parked).clear();
+        inner.reactor.clear_ready();
+        self.join_threads();
+        tracing::debug!("orb shut down");
+    }
+
+    fn join_threads(&self) {
+        let me = std::thread::current().id();
+        let handles: Vec<_> = std::mem::take(&mut *lock(&self.inner.threads));
+        for h in handles {
+            if h.thread().id() != me {
+                let _ = h.join();
+            }
+        }
+    }
+
+    pub(crate) fn nesting_error() -> SystemException {
+        SystemException::new(
+            SystemExceptionKind::NO_RESOURCES,
+            minor::NESTING_LIMIT,
+            CompletionStatus::No,
+        )
+        .with_detail("nested upcall depth limit reached")
     }
 }

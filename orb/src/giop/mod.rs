@@ -19,7 +19,9 @@ mod service_context;
 
 pub use codec::{FrameError, GiopCodec, DEFAULT_MAX_MESSAGE_SIZE};
 pub use header::{Header, MsgType, HEADER_LEN};
-pub use locate::{write_locate_reply, write_locate_request, LocateReply, LocateRequest, LocateStatus};
+pub use locate::{
+    write_locate_reply, write_locate_request, LocateReply, LocateRequest, LocateStatus,
+};
 pub use reply::{
     decode_system_exception, encode_system_exception, write_reply, Reply, ReplyHeader, ReplyStatus,
 };
@@ -143,6 +145,75 @@ pub fn write_close_connection(dst: &mut BytesMut, version: Version) {
 /// Writes a MessageError (header only).
 pub fn write_message_error(dst: &mut BytesMut, version: Version) {
     Header::new(version, MsgType::MessageError, 0).encode(dst);
+}
+
+/// Writes a header for a message of `msg_type` with size 0 (patched by [`end_message`]) and
+/// returns the index of its first byte in `dst` (the alignment origin of the message).
+pub(crate) fn begin_message(
+    dst: &mut BytesMut,
+    version: Version,
+    order: ByteOrder,
+    msg_type: MsgType,
+) -> usize {
+    let start = dst.len();
+    Header {
+        version,
+        order,
+        more_fragments: false,
+        msg_type,
+        size: 0,
+    }
+    .encode(dst);
+    start
+}
+
+/// Patches the size field of the message that starts at `dst[start]` to cover everything
+/// written after its header. Sizes over 4 GiB cannot be expressed; they saturate (the codec and
+/// the CDR writer refuse such messages long before).
+pub(crate) fn end_message(dst: &mut BytesMut, start: usize, order: ByteOrder) {
+    let size = dst.len().saturating_sub(start + HEADER_LEN);
+    Header::patch_size(dst, start, order, u32::try_from(size).unwrap_or(u32::MAX));
+}
+
+/// The unread rest of `r` as a zero-copy [`Body`] of `msg` (consuming it).
+///
+/// `r` should read `msg` with its alignment origin at `msg[0]` (either
+/// `CdrReader::new(&msg, ..)` or `CdrReader::with_offset(&msg[k..], .., k)`), so that logical
+/// positions are indices into `msg`; otherwise the bytes are copied.
+pub(crate) fn rest_as_body(msg: &Bytes, r: &mut CdrReader<'_>) -> Body {
+    let offset = r.position();
+    let rest = r.rest();
+    let bytes = match msg.get(offset..offset.saturating_add(rest.len())) {
+        Some(s) if std::ptr::eq(s.as_ptr(), rest.as_ptr()) => {
+            msg.slice(offset..offset + rest.len())
+        }
+        _ => Bytes::copy_from_slice(rest),
+    };
+    // Consume what the body took; `skip` cannot fail for exactly `remaining()` bytes.
+    let _ = r.skip(rest.len());
+    Body {
+        bytes,
+        offset,
+        order: r.order(),
+    }
+}
+
+/// Reads a `sequence<octet>` from `r` and returns it as a zero-copy slice of `msg` (same
+/// requirement on `r` as [`rest_as_body`]).
+pub(crate) fn read_octets_of(
+    msg: &Bytes,
+    r: &mut CdrReader<'_>,
+) -> Result<Bytes, crate::cdr::DecodeError> {
+    let bytes = r.read_octets()?;
+    // Logical position of the first octet = its index in `msg`.
+    let start = r.position() - bytes.len();
+    match msg.get(start..start + bytes.len()) {
+        Some(s) if std::ptr::eq(s.as_ptr(), bytes.as_ptr()) => {
+            Ok(msg.slice(start..start + bytes.len()))
+        }
+        // The reader was not over `msg` after all: fall back to a copy.
+        _ => Ok(Bytes::copy_from_slice(bytes)),
+    }
 }
 
 fn put_u32_native(dst: &mut BytesMut, v: u32) {

@@ -1,8 +1,15 @@
 //! Reply messages: GIOP 1.2 `ReplyHeader_1_2` (1.0/1.1 too), and system-exception bodies.
+//!
+//! Layouts (offsets from the GIOP header's first byte):
+//!
+//! ```text
+//! 1.2:     request_id, reply_status, ServiceContextList, pad to 8 only if a body follows, body
+//! 1.0/1.1: ServiceContextList, request_id, reply_status (0..=3), body directly after
+//! ```
 
-use super::{Body, ServiceContextList, Version};
-use crate::cdr::{CdrReader, CdrWriter, DecodeError};
-use crate::exception::SystemException;
+use super::{begin_message, end_message, rest_as_body, Body, MsgType, ServiceContextList, Version};
+use crate::cdr::{ByteOrder, CdrReader, CdrWriter, DecodeError, DecodeErrorKind, DecodeResultExt};
+use crate::exception::{minor, CompletionStatus, SystemException, SystemExceptionKind};
 use bytes::{Bytes, BytesMut};
 
 /// `ReplyStatusType_1_2`.
@@ -63,32 +70,320 @@ pub struct Reply {
 }
 
 /// Decodes a Reply message (reader positioned at offset 12 of `msg`).
-pub(crate) fn decode_reply(version: Version, msg: &Bytes, r: &mut CdrReader<'_>) -> Result<Reply, DecodeError> {
-    let _ = (version, msg, r);
-    todo!()
+///
+/// A status value outside the version's range (0..=5 in 1.2, 0..=3 before) is an error.
+pub(crate) fn decode_reply(
+    version: Version,
+    msg: &Bytes,
+    r: &mut CdrReader<'_>,
+) -> Result<Reply, DecodeError> {
+    decode_reply_inner(version, msg, r).field("Reply")
+}
+
+fn decode_reply_inner(
+    version: Version,
+    msg: &Bytes,
+    r: &mut CdrReader<'_>,
+) -> Result<Reply, DecodeError> {
+    let header = if version.minor >= 2 {
+        let request_id = r.read_u32().field("request_id")?;
+        let status = read_status(version, r)?;
+        let service_context = ServiceContextList::decode(r)?;
+        r.align_if_remaining(8).field("body")?;
+        ReplyHeader {
+            request_id,
+            status,
+            service_context,
+        }
+    } else {
+        let service_context = ServiceContextList::decode(r)?;
+        let request_id = r.read_u32().field("request_id")?;
+        let status = read_status(version, r)?;
+        ReplyHeader {
+            request_id,
+            status,
+            service_context,
+        }
+    };
+    let body = rest_as_body(msg, r);
+    Ok(Reply { header, body })
+}
+
+fn read_status(version: Version, r: &mut CdrReader<'_>) -> Result<ReplyStatus, DecodeError> {
+    let at = r.position();
+    let v = r.read_u32().field("reply_status")?;
+    // LOCATION_FORWARD_PERM and NEEDS_ADDRESSING_MODE only exist from GIOP 1.2 on.
+    let max = if version.minor >= 2 { 5 } else { 3 };
+    match ReplyStatus::from_u32(v) {
+        Some(s) if v <= max => Ok(s),
+        _ => Err(DecodeError::new(DecodeErrorKind::BadEnum(v), at).in_field("reply_status")),
+    }
 }
 
 /// Writes a whole Reply message into `dst` (native order); `body` is called with a writer at the
 /// body start. In 1.2 the padding before an empty body is left out.
+///
+/// The writer's alignment origin is the GIOP header's first byte, so a 1.0/1.1 body (directly
+/// after the header) is aligned correctly. Statuses 4 and 5 do not exist before GIOP 1.2; the
+/// caller must not send them there (they are written as given).
 pub fn write_reply(
     dst: &mut BytesMut,
     version: Version,
     header: &ReplyHeader,
     body: impl FnOnce(&mut CdrWriter<'_>),
 ) {
-    let _ = (dst, version, header, body);
-    todo!()
+    write_reply_in(dst, version, ByteOrder::NATIVE, header, body);
+}
+
+/// [`write_reply`] in a chosen byte order (used to re-encode received frames in their order).
+pub(crate) fn write_reply_in(
+    dst: &mut BytesMut,
+    version: Version,
+    order: ByteOrder,
+    header: &ReplyHeader,
+    body: impl FnOnce(&mut CdrWriter<'_>),
+) {
+    let start = begin_message(dst, version, order, MsgType::Reply);
+    let mut w = CdrWriter::with_origin(dst, order, start);
+    if version.minor >= 2 {
+        w.write_u32(header.request_id);
+        w.write_u32(header.status.to_u32());
+        header.service_context.encode(&mut w);
+        let before_pad = w.buffer_index();
+        w.align(8);
+        let body_start = w.buffer_index();
+        body(&mut w);
+        let body_end = w.buffer_index();
+        if body_end == body_start {
+            // No body: no padding either (WIRE-GIOP §2.2).
+            dst.truncate(before_pad);
+        }
+    } else {
+        header.service_context.encode(&mut w);
+        w.write_u32(header.request_id);
+        w.write_u32(header.status.to_u32());
+        body(&mut w);
+    }
+    end_message(dst, start, order);
 }
 
 /// Writes a SystemExceptionReplyBody: repository id, minor, completion status.
 pub fn encode_system_exception(e: &SystemException, w: &mut CdrWriter<'_>) {
-    let _ = (e, w);
-    todo!()
+    w.write_string(e.kind.repository_id());
+    w.write_u32(e.minor);
+    w.write_u32(e.completed.to_u32());
 }
 
 /// Reads a SystemExceptionReplyBody. An unknown repository id or completion status gives
 /// UNKNOWN (COMPLETED_YES... as omniORB does, but we use MAYBE) rather than an error.
+///
+/// That UNKNOWN carries minor [`minor::UNKNOWN_EXCEPTION_ID`] and a detail naming the
+/// received id, minor and completion. Malformed CDR (a bad string, missing bytes) is an error.
 pub fn decode_system_exception(r: &mut CdrReader<'_>) -> Result<SystemException, DecodeError> {
-    let _ = r;
-    todo!()
+    let id = r.read_string_bytes().field("exception_id")?;
+    let id = String::from_utf8_lossy(id);
+    let minor_code = r.read_u32().field("minor_code_value")?;
+    let completion = r.read_u32().field("completion_status")?;
+    let kind = SystemExceptionKind::from_repository_id(&id);
+    let completed = CompletionStatus::from_u32(completion);
+    match (kind, completed) {
+        (Some(kind), Some(completed)) => Ok(SystemException::new(kind, minor_code, completed)),
+        (None, _) => Ok(unknown_exception(format!(
+            "peer raised unknown system exception `{id}` (minor {minor_code:#010x}, \
+             completion {completion})"
+        ))),
+        (Some(_), None) => Ok(unknown_exception(format!(
+            "peer raised `{id}` (minor {minor_code:#010x}) with invalid completion status \
+             {completion}"
+        ))),
+    }
+}
+
+fn unknown_exception(detail: String) -> SystemException {
+    SystemException::new(
+        SystemExceptionKind::UNKNOWN,
+        minor::UNKNOWN_EXCEPTION_ID,
+        CompletionStatus::Maybe,
+    )
+    .with_detail(detail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::giop::{Header, ServiceContext, HEADER_LEN};
+
+    fn decode(buf: &[u8]) -> Result<Reply, DecodeError> {
+        let msg = Bytes::copy_from_slice(buf);
+        let h = Header::decode(&msg).expect("header");
+        assert_eq!(h.msg_type, MsgType::Reply);
+        assert_eq!(h.size as usize, msg.len() - HEADER_LEN, "size field");
+        let mut r = CdrReader::new(&msg, h.order);
+        r.skip(HEADER_LEN).unwrap();
+        decode_reply(h.version, &msg, &mut r)
+    }
+
+    const ALL: [ReplyStatus; 6] = [
+        ReplyStatus::NoException,
+        ReplyStatus::UserException,
+        ReplyStatus::SystemException,
+        ReplyStatus::LocationForward,
+        ReplyStatus::LocationForwardPerm,
+        ReplyStatus::NeedsAddressingMode,
+    ];
+
+    #[test]
+    fn status_values() {
+        for (i, s) in ALL.iter().enumerate() {
+            assert_eq!(s.to_u32(), i as u32);
+            assert_eq!(ReplyStatus::from_u32(i as u32), Some(*s));
+        }
+        assert_eq!(ReplyStatus::from_u32(6), None);
+    }
+
+    #[test]
+    fn round_trip_every_version_status_and_order() {
+        for version in [Version::V1_0, Version::V1_1, Version::V1_2] {
+            for order in [ByteOrder::Little, ByteOrder::Big] {
+                for status in ALL {
+                    if version.minor < 2 && status.to_u32() > 3 {
+                        continue;
+                    }
+                    let h = ReplyHeader {
+                        request_id: 99,
+                        status,
+                        service_context: ServiceContextList(vec![ServiceContext {
+                            id: 5,
+                            data: Bytes::from_static(&[1, 2, 3]),
+                        }]),
+                    };
+                    let mut buf = BytesMut::new();
+                    write_reply_in(&mut buf, version, order, &h, |w| w.write_octets(b"result"));
+                    let rep = decode(&buf).unwrap();
+                    assert_eq!(rep.header, h);
+                    assert_eq!(rep.body.order, order);
+                    assert_eq!(&rep.body.octets().unwrap()[..], b"result");
+                    assert_eq!(&buf[rep.body.offset..], &rep.body.bytes[..]);
+                    if version.minor >= 2 {
+                        assert_eq!(rep.body.offset % 8, 0);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn void_reply_is_24_bytes_in_1_2() {
+        let h = ReplyHeader {
+            request_id: 2,
+            status: ReplyStatus::NoException,
+            service_context: ServiceContextList::default(),
+        };
+        let mut buf = BytesMut::new();
+        write_reply(&mut buf, Version::V1_2, &h, |_| {});
+        assert_eq!(buf.len(), 24);
+        // With a context the header ends unaligned, and still no padding is added.
+        let h = ReplyHeader {
+            service_context: ServiceContextList(vec![ServiceContext {
+                id: 1,
+                data: Bytes::from_static(&[1]),
+            }]),
+            ..h
+        };
+        let mut buf = BytesMut::new();
+        write_reply(&mut buf, Version::V1_2, &h, |_| {});
+        assert_eq!(buf.len(), 33);
+        let rep = decode(&buf).unwrap();
+        assert!(rep.body.bytes.is_empty());
+    }
+
+    #[test]
+    fn old_version_body_follows_the_status() {
+        let h = ReplyHeader {
+            request_id: 2,
+            status: ReplyStatus::NoException,
+            service_context: ServiceContextList::default(),
+        };
+        let mut buf = BytesMut::new();
+        write_reply(&mut buf, Version::V1_0, &h, |w| w.write_bool(true));
+        // WIRE-GIOP §2.7: ctx count, req id, status, TRUE.
+        assert_eq!(&buf[12..], &[0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1][..]);
+        let rep = decode(&buf).unwrap();
+        assert_eq!(rep.body.offset, 24);
+        assert!(rep.body.reader().read_bool().unwrap());
+    }
+
+    #[test]
+    fn bad_status_values_are_errors() {
+        for (version, v) in [(Version::V1_2, 6), (Version::V1_1, 4), (Version::V1_0, 5)] {
+            let mut buf = BytesMut::new();
+            let start = begin_message(&mut buf, version, ByteOrder::Big, MsgType::Reply);
+            let mut w = CdrWriter::with_origin(&mut buf, ByteOrder::Big, start);
+            if version.minor >= 2 {
+                w.write_u32(1);
+                w.write_u32(v);
+                w.write_u32(0);
+            } else {
+                w.write_u32(0);
+                w.write_u32(1);
+                w.write_u32(v);
+            }
+            end_message(&mut buf, start, ByteOrder::Big);
+            let e = decode(&buf).unwrap_err();
+            assert_eq!(e.kind(), &DecodeErrorKind::BadEnum(v));
+            assert_eq!(e.path(), &["Reply", "reply_status"]);
+        }
+    }
+
+    #[test]
+    fn system_exception_round_trip() {
+        for order in [ByteOrder::Little, ByteOrder::Big] {
+            for kind in SystemExceptionKind::all() {
+                for completed in [
+                    CompletionStatus::Yes,
+                    CompletionStatus::No,
+                    CompletionStatus::Maybe,
+                ] {
+                    let e = SystemException::new(kind, 0x4f4d_0001, completed);
+                    let mut buf = BytesMut::new();
+                    encode_system_exception(&e, &mut CdrWriter::with_offset(&mut buf, order, 3));
+                    let mut r = CdrReader::with_offset(&buf, order, 3);
+                    assert_eq!(decode_system_exception(&mut r).unwrap(), e);
+                    assert_eq!(r.remaining(), 0);
+                }
+            }
+        }
+    }
+
+    fn raw_exception(id: &str, minor_code: u32, completion: u32) -> BytesMut {
+        let mut buf = BytesMut::new();
+        let mut w = CdrWriter::new(&mut buf, ByteOrder::Big);
+        w.write_string(id);
+        w.write_u32(minor_code);
+        w.write_u32(completion);
+        buf
+    }
+
+    #[test]
+    fn unknown_ids_and_completions_become_unknown() {
+        for (id, completion) in [
+            ("IDL:omg.org/CORBA/NOT_A_THING:1.0", 1),
+            ("IDL:omg.org/CORBA/TRANSIENT:1.0", 3),
+            ("", 0),
+        ] {
+            let buf = raw_exception(id, 7, completion);
+            let e = decode_system_exception(&mut CdrReader::new(&buf, ByteOrder::Big)).unwrap();
+            assert_eq!(e.kind, SystemExceptionKind::UNKNOWN);
+            assert_eq!(e.minor, minor::UNKNOWN_EXCEPTION_ID);
+            assert_eq!(e.completed, CompletionStatus::Maybe);
+            assert!(e.detail().unwrap().contains(&format!("`{id}`")), "{e}");
+        }
+        // Truncated bodies are errors.
+        let buf = raw_exception("IDL:omg.org/CORBA/TRANSIENT:1.0", 7, 1);
+        for cut in 0..buf.len() {
+            assert!(
+                decode_system_exception(&mut CdrReader::new(&buf[..cut], ByteOrder::Big)).is_err()
+            );
+        }
+    }
 }

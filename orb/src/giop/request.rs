@@ -1,9 +1,29 @@
 //! Request messages: GIOP 1.2 `RequestHeader_1_2`, and the 1.0/1.1 header for decoding.
+//!
+//! Layouts (offsets from the GIOP header's first byte, the alignment origin):
+//!
+//! ```text
+//! 1.2:     request_id, response_flags, reserved[3], TargetAddress, operation,
+//!          ServiceContextList, pad to 8 only if a body follows, body
+//! 1.0/1.1: ServiceContextList, request_id, boolean response_expected, (1.1: reserved[3]),
+//!          sequence<octet> object_key, operation, sequence<octet> requesting_principal,
+//!          body directly after (no 8-alignment)
+//! ```
+//!
+//! Padding contents are never checked (omniORB sends garbage there, WIRE-GIOP §1.2).
 
-use super::{Body, ServiceContextList, Version};
-use crate::cdr::{CdrReader, CdrWriter, DecodeError};
-use crate::ior::{ObjectRef, TaggedProfile};
+use super::{begin_message, end_message, read_octets_of, rest_as_body, Body, MsgType};
+use super::{ServiceContextList, Version};
+use crate::cdr::{ByteOrder, CdrReader, CdrWriter, DecodeError, DecodeErrorKind, DecodeResultExt};
+use crate::ior::{IiopProfile, ObjectRef, TaggedProfile, TAG_INTERNET_IOP};
 use bytes::{Bytes, BytesMut};
+
+/// `AddressingDisposition` values: the TargetAddress union discriminator.
+mod disposition {
+    pub const KEY_ADDR: i16 = 0;
+    pub const PROFILE_ADDR: i16 = 1;
+    pub const REFERENCE_ADDR: i16 = 2;
+}
 
 /// `GIOP::TargetAddress`: how a request names its target object.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,8 +44,89 @@ pub enum TargetAddress {
 impl TargetAddress {
     /// The object key this address names, if it can be found (for Profile/Reference, the key
     /// of the IIOP profile).
+    ///
+    /// For ProfileAddr the profile must be an IIOP profile (tag 0) that parses; for
+    /// ReferenceAddr the selected index must name such a profile of the IOR.
     pub fn object_key(&self) -> Option<Bytes> {
-        todo!()
+        fn iiop_key(p: &TaggedProfile) -> Option<Bytes> {
+            if p.tag != TAG_INTERNET_IOP {
+                return None;
+            }
+            IiopProfile::decode(&p.data).ok().map(|p| p.object_key)
+        }
+        match self {
+            TargetAddress::Key(k) => Some(k.clone()),
+            TargetAddress::Profile(p) => iiop_key(p),
+            TargetAddress::Reference {
+                selected_profile_index,
+                ior,
+            } => {
+                let idx = usize::try_from(*selected_profile_index).ok()?;
+                ior.profiles().get(idx).and_then(iiop_key)
+            }
+        }
+    }
+
+    /// Decodes the `GIOP::TargetAddress` union (GIOP 1.2). Key and profile data are zero-copy
+    /// slices of `msg` when `r` reads `msg`.
+    pub(crate) fn decode(msg: &Bytes, r: &mut CdrReader<'_>) -> Result<Self, DecodeError> {
+        let at = r.position();
+        let disc = r.read_i16().field("disposition")?;
+        match disc {
+            disposition::KEY_ADDR => Ok(TargetAddress::Key(
+                read_octets_of(msg, r).field("object_key")?,
+            )),
+            disposition::PROFILE_ADDR => {
+                let tag = r.read_u32().field("tag").field("profile")?;
+                let data = read_octets_of(msg, r)
+                    .field("profile_data")
+                    .field("profile")?;
+                Ok(TargetAddress::Profile(TaggedProfile { tag, data }))
+            }
+            disposition::REFERENCE_ADDR => {
+                let selected_profile_index = r.read_u32().field("selected_profile_index")?;
+                let ior = ObjectRef::decode(r).field("ior")?;
+                Ok(TargetAddress::Reference {
+                    selected_profile_index,
+                    ior,
+                })
+            }
+            other => Err(DecodeError::new(
+                // Reinterpret the short's bits for the error report.
+                DecodeErrorKind::BadEnum(u32::from(other as u16)),
+                at,
+            )
+            .in_field("disposition")),
+        }
+    }
+
+    /// Encodes the `GIOP::TargetAddress` union (GIOP 1.2).
+    pub(crate) fn encode(&self, w: &mut CdrWriter<'_>) {
+        match self {
+            TargetAddress::Key(k) => {
+                w.write_i16(disposition::KEY_ADDR);
+                w.write_octets(k);
+            }
+            TargetAddress::Profile(p) => {
+                w.write_i16(disposition::PROFILE_ADDR);
+                w.write_u32(p.tag);
+                w.write_octets(&p.data);
+            }
+            TargetAddress::Reference {
+                selected_profile_index,
+                ior,
+            } => {
+                w.write_i16(disposition::REFERENCE_ADDR);
+                w.write_u32(*selected_profile_index);
+                ior.encode(w);
+            }
+        }
+    }
+
+    /// The key to put in a GIOP 1.0/1.1 message, which has no TargetAddress: the key this
+    /// address names, or an empty key if none can be found.
+    pub(crate) fn key_for_old_versions(&self) -> Bytes {
+        self.object_key().unwrap_or_default()
     }
 }
 
@@ -64,21 +165,389 @@ pub struct Request {
 /// Decodes a Request message (everything after the 12-byte GIOP header) for `version`.
 /// `msg` is the whole message including header, so the body can be sliced without copying;
 /// the reader starts at offset 12.
-pub(crate) fn decode_request(version: Version, msg: &Bytes, r: &mut CdrReader<'_>) -> Result<Request, DecodeError> {
-    let _ = (version, msg, r);
-    todo!()
+///
+/// 1.0/1.1 `response_expected` maps to response flags 0x03 (true) or 0x00 (false); the
+/// requesting principal is read and dropped. The body is everything after the header (1.2:
+/// after the padding to 8, which is only skipped when bytes remain).
+pub(crate) fn decode_request(
+    version: Version,
+    msg: &Bytes,
+    r: &mut CdrReader<'_>,
+) -> Result<Request, DecodeError> {
+    decode_request_inner(version, msg, r).field("Request")
+}
+
+fn decode_request_inner(
+    version: Version,
+    msg: &Bytes,
+    r: &mut CdrReader<'_>,
+) -> Result<Request, DecodeError> {
+    let header = if version.minor >= 2 {
+        let request_id = r.read_u32().field("request_id")?;
+        let response_flags = r.read_octet().field("response_flags")?;
+        r.skip(3).field("reserved")?;
+        let target = TargetAddress::decode(msg, r).field("target")?;
+        let operation = r.read_string().field("operation")?;
+        let service_context = ServiceContextList::decode(r)?;
+        r.align_if_remaining(8).field("body")?;
+        RequestHeader {
+            request_id,
+            response_flags,
+            target,
+            operation,
+            service_context,
+        }
+    } else {
+        let service_context = ServiceContextList::decode(r)?;
+        let request_id = r.read_u32().field("request_id")?;
+        let response_expected = r.read_bool().field("response_expected")?;
+        if version.minor == 1 {
+            r.skip(3).field("reserved")?;
+        }
+        let key = read_octets_of(msg, r).field("object_key")?;
+        let operation = r.read_string().field("operation")?;
+        r.read_octets().field("requesting_principal")?;
+        RequestHeader {
+            request_id,
+            response_flags: if response_expected { 0x03 } else { 0x00 },
+            target: TargetAddress::Key(key),
+            operation,
+            service_context,
+        }
+    };
+    let body = rest_as_body(msg, r);
+    Ok(Request { header, body })
 }
 
 /// Writes a whole Request message (header, request header, padding, body) into `dst` in our
 /// native byte order. `body` writes the parameters; it is called with a writer positioned at the
 /// body start (8-aligned in 1.2). For 1.2, when `body` writes nothing, the padding before the
 /// body is left out (WIRE-GIOP §2.2 sender rule). The size field is patched at the end.
+///
+/// The writer's alignment origin is the GIOP header's first byte, so a 1.0/1.1 body (which
+/// follows the header directly) is aligned correctly too. In 1.0/1.1 the target is sent as an
+/// object key ([`TargetAddress::object_key`], empty if it has none), `response_expected` is
+/// bit 0 of the response flags, and the requesting principal is empty.
 pub fn write_request(
     dst: &mut BytesMut,
     version: Version,
     header: &RequestHeader,
     body: impl FnOnce(&mut CdrWriter<'_>),
 ) {
-    let _ = (dst, version, header, body);
-    todo!()
+    write_request_in(dst, version, ByteOrder::NATIVE, header, body);
+}
+
+/// [`write_request`] in a chosen byte order (the codec re-encodes received frames in their
+/// own order so that their body bytes stay valid; tests build big-endian messages).
+pub(crate) fn write_request_in(
+    dst: &mut BytesMut,
+    version: Version,
+    order: ByteOrder,
+    header: &RequestHeader,
+    body: impl FnOnce(&mut CdrWriter<'_>),
+) {
+    let start = begin_message(dst, version, order, MsgType::Request);
+    let mut w = CdrWriter::with_origin(dst, order, start);
+    if version.minor >= 2 {
+        w.write_u32(header.request_id);
+        w.write_octet(header.response_flags);
+        w.write_raw(&[0; 3]);
+        header.target.encode(&mut w);
+        w.write_string(&header.operation);
+        header.service_context.encode(&mut w);
+        let before_pad = w.buffer_index();
+        w.align(8);
+        let body_start = w.buffer_index();
+        body(&mut w);
+        let body_end = w.buffer_index();
+        if body_end == body_start {
+            // No body: no padding either (WIRE-GIOP §2.2).
+            dst.truncate(before_pad);
+        }
+    } else {
+        header.service_context.encode(&mut w);
+        w.write_u32(header.request_id);
+        w.write_bool(header.response_expected());
+        if version.minor == 1 {
+            w.write_raw(&[0; 3]);
+        }
+        w.write_octets(&header.target.key_for_old_versions());
+        w.write_string(&header.operation);
+        w.write_octets(&[]);
+        body(&mut w);
+    }
+    end_message(dst, start, order);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::giop::{Header, ServiceContext, HEADER_LEN};
+
+    /// Decodes `buf` (a whole message) as a Request.
+    fn decode(buf: &[u8]) -> Result<Request, DecodeError> {
+        let msg = Bytes::copy_from_slice(buf);
+        let h = Header::decode(&msg).expect("header");
+        assert_eq!(h.msg_type, MsgType::Request);
+        assert_eq!(h.size as usize, msg.len() - HEADER_LEN, "size field");
+        let mut r = CdrReader::new(&msg, h.order);
+        r.skip(HEADER_LEN).unwrap();
+        decode_request(h.version, &msg, &mut r)
+    }
+
+    fn header(target: TargetAddress) -> RequestHeader {
+        RequestHeader {
+            request_id: 7,
+            response_flags: 0x03,
+            target,
+            operation: "call".into(),
+            service_context: ServiceContextList(vec![ServiceContext {
+                id: 1,
+                data: Bytes::from_static(&[1, 0, 0, 0, 1, 0, 1, 0, 9, 1, 1, 0]),
+            }]),
+        }
+    }
+
+    fn octets_body(w: &mut CdrWriter<'_>) {
+        w.write_octets(b"hello");
+    }
+
+    #[test]
+    fn round_trip_every_version_and_order() {
+        for version in [Version::V1_0, Version::V1_1, Version::V1_2] {
+            for order in [ByteOrder::Little, ByteOrder::Big] {
+                let h = header(TargetAddress::Key(Bytes::from_static(b"key")));
+                let mut buf = BytesMut::new();
+                write_request_in(&mut buf, version, order, &h, octets_body);
+                let req = decode(&buf).unwrap();
+                assert_eq!(req.header, h, "{version} {order:?}");
+                assert_eq!(req.body.order, order);
+                assert_eq!(&req.body.octets().unwrap()[..], b"hello");
+                assert_eq!(
+                    &buf[req.body.offset..],
+                    &req.body.bytes[..],
+                    "body offset is from the message start"
+                );
+                if version == Version::V1_2 {
+                    assert_eq!(req.body.offset % 8, 0);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn old_versions_put_the_body_directly_after_the_header() {
+        for version in [Version::V1_0, Version::V1_1] {
+            let mut h = header(TargetAddress::Key(Bytes::from_static(b"k")));
+            h.service_context = ServiceContextList::default();
+            h.operation = "op".into();
+            let mut buf = BytesMut::new();
+            write_request_in(&mut buf, version, ByteOrder::Little, &h, |w| {
+                w.write_octet(0xaa);
+            });
+            // ctx count @12, id @16, bool @20 + 3, key len @24, "k" @28 + 3 pad,
+            // op len @32, "op\0" @36 + 1 pad, principal len @40, body @44.
+            assert_eq!(buf.len(), 45);
+            assert_eq!(&buf[40..44], &[0, 0, 0, 0], "empty principal");
+            let req = decode(&buf).unwrap();
+            assert_eq!(req.body.offset, 44);
+            assert_eq!(&req.body.bytes[..], &[0xaa]);
+        }
+        // The same with a 1-byte key shifted so the body is not 8-aligned: it still follows
+        // the principal directly, with only natural alignment.
+        let mut h = header(TargetAddress::Key(Bytes::from_static(b"kk")));
+        h.service_context = ServiceContextList::default();
+        h.operation = "o".into();
+        let mut buf = BytesMut::new();
+        write_request_in(&mut buf, Version::V1_0, ByteOrder::Big, &h, |w| {
+            w.write_u16(9)
+        });
+        let req = decode(&buf).unwrap();
+        // key len @24, "kk" 28..30, pad, op len @32, "o\0" 36..38, pad, principal @40, body @44.
+        assert_eq!(req.body.offset, 44);
+        assert_eq!(req.body.reader().read_u16().unwrap(), 9);
+    }
+
+    #[test]
+    fn response_expected_maps_to_flags() {
+        for version in [Version::V1_0, Version::V1_1] {
+            for (flags, expect) in [(0x03, 0x03), (0x01, 0x03), (0x00, 0x00)] {
+                let mut h = header(TargetAddress::Key(Bytes::from_static(b"k")));
+                h.response_flags = flags;
+                let mut buf = BytesMut::new();
+                write_request(&mut buf, version, &h, |_| {});
+                let req = decode(&buf).unwrap();
+                assert_eq!(req.header.response_flags, expect);
+                assert_eq!(req.header.response_expected(), expect != 0);
+            }
+        }
+    }
+
+    #[test]
+    fn empty_body_in_1_2_has_no_padding() {
+        let mut h = header(TargetAddress::Key(Bytes::from_static(b"NameService")));
+        h.service_context = ServiceContextList::default();
+        h.operation = "_non_existent".into();
+        let mut buf = BytesMut::new();
+        write_request(&mut buf, Version::V1_2, &h, |_| {});
+        // WIRE-GIOP §3: the message ends with the context count at offset 60..64.
+        assert_eq!(buf.len(), 64);
+        h.operation = "_is_a_".into();
+        let mut buf = BytesMut::new();
+        write_request(&mut buf, Version::V1_2, &h, |_| {});
+        // op "_is_a_\0" ends at 51, count at 52..56: not 8-aligned, and no padding added.
+        assert_eq!(buf.len(), 56);
+        let req = decode(&buf).unwrap();
+        assert!(req.body.bytes.is_empty());
+        // A receiver also accepts the padded form.
+        let mut padded = buf.clone();
+        padded.extend_from_slice(&[0xee; 8]);
+        Header::patch_size(&mut padded, 0, ByteOrder::NATIVE, 52);
+        let req = decode(&padded).unwrap();
+        assert_eq!(req.body.offset, 56);
+        assert_eq!(req.body.bytes.len(), 8);
+    }
+
+    #[test]
+    fn body_writer_origin_is_the_header() {
+        let h = header(TargetAddress::Key(Bytes::from_static(b"abc")));
+        let mut buf = BytesMut::from(&b"junk"[..]);
+        write_request(&mut buf, Version::V1_2, &h, |w| {
+            assert_eq!(w.position() % 8, 0);
+            w.write_u64(1);
+        });
+        let req = decode(&buf[4..]).unwrap();
+        assert_eq!(req.body.reader().read_u64().unwrap(), 1);
+    }
+
+    #[test]
+    fn big_endian_request_built_by_hand() {
+        // GIOP 1.2 BE, id 0x01020304, KeyAddr "ab", op "x", one context, body ulong.
+        let mut buf = BytesMut::new();
+        let start = begin_message(&mut buf, Version::V1_2, ByteOrder::Big, MsgType::Request);
+        let mut w = CdrWriter::with_origin(&mut buf, ByteOrder::Big, start);
+        w.write_u32(0x0102_0304);
+        w.write_octet(0x00);
+        w.write_raw(&[0xde, 0xad, 0xbe]); // reserved: garbage is fine
+        w.write_i16(0);
+        w.write_raw(&[0x05, 0x00]); // garbage padding, as omniORB sends
+        w.write_octets(b"ab");
+        w.write_string("x");
+        w.write_u32(1);
+        w.write_u32(0x5242_0001);
+        w.write_octets(&[0, 1, 2]);
+        w.write_raw(&[0x6e]); // padding to 8 with garbage (position 55 → 56)
+        w.write_u32(0xcafe_babe);
+        end_message(&mut buf, start, ByteOrder::Big);
+        let req = decode(&buf).unwrap();
+        assert_eq!(req.header.request_id, 0x0102_0304);
+        assert_eq!(req.header.response_flags, 0);
+        assert!(!req.header.response_expected());
+        assert_eq!(
+            req.header.target,
+            TargetAddress::Key(Bytes::from_static(b"ab"))
+        );
+        assert_eq!(req.header.operation, "x");
+        assert_eq!(req.header.service_context.0.len(), 1);
+        assert_eq!(
+            &req.header.service_context.get(0x5242_0001).unwrap()[..],
+            &[0, 1, 2]
+        );
+        assert_eq!(req.body.offset, 56);
+        assert_eq!(req.body.order, ByteOrder::Big);
+        assert_eq!(req.body.reader().read_u32().unwrap(), 0xcafe_babe);
+    }
+
+    #[test]
+    fn profile_and_reference_addresses() {
+        let objref = ObjectRef::new("IDL:demo/Echo:1.0", "127.0.0.1", 2809, &b"the-key"[..]);
+        let profile = objref.profiles()[0].clone();
+        for target in [
+            TargetAddress::Profile(profile.clone()),
+            TargetAddress::Reference {
+                selected_profile_index: 0,
+                ior: objref.clone(),
+            },
+        ] {
+            assert_eq!(target.object_key().as_deref(), Some(&b"the-key"[..]));
+            for order in [ByteOrder::Little, ByteOrder::Big] {
+                let h = header(target.clone());
+                let mut buf = BytesMut::new();
+                write_request_in(&mut buf, Version::V1_2, order, &h, octets_body);
+                let req = decode(&buf).unwrap();
+                assert_eq!(req.header, h);
+                assert_eq!(
+                    req.header.target.object_key().as_deref(),
+                    Some(&b"the-key"[..])
+                );
+                assert_eq!(&req.body.octets().unwrap()[..], b"hello");
+            }
+            // 1.0/1.1 have no TargetAddress: the key is sent.
+            let mut buf = BytesMut::new();
+            write_request(&mut buf, Version::V1_1, &header(target.clone()), |_| {});
+            let req = decode(&buf).unwrap();
+            assert_eq!(
+                req.header.target,
+                TargetAddress::Key(Bytes::from_static(b"the-key"))
+            );
+        }
+        // No key to be found: a non-IIOP profile, an index out of range.
+        let other = TargetAddress::Profile(TaggedProfile {
+            tag: 1,
+            data: Bytes::from_static(&[1, 0, 0, 0]),
+        });
+        assert_eq!(other.object_key(), None);
+        let bad_index = TargetAddress::Reference {
+            selected_profile_index: 5,
+            ior: objref,
+        };
+        assert_eq!(bad_index.object_key(), None);
+    }
+
+    #[test]
+    fn key_is_a_zero_copy_slice() {
+        let h = header(TargetAddress::Key(Bytes::from_static(b"zero-copy")));
+        let mut buf = BytesMut::new();
+        write_request(&mut buf, Version::V1_2, &h, octets_body);
+        let msg = buf.freeze();
+        let mut r = CdrReader::new(&msg, ByteOrder::NATIVE);
+        r.skip(HEADER_LEN).unwrap();
+        let req = decode_request(Version::V1_2, &msg, &mut r).unwrap();
+        let TargetAddress::Key(k) = &req.header.target else {
+            panic!("not a key")
+        };
+        let range = msg.as_ptr() as usize..msg.as_ptr() as usize + msg.len();
+        assert!(range.contains(&(k.as_ptr() as usize)));
+        assert!(range.contains(&(req.body.bytes.as_ptr() as usize)));
+    }
+
+    #[test]
+    fn malformed_requests_are_errors() {
+        let h = header(TargetAddress::Key(Bytes::from_static(b"key")));
+        let mut buf = BytesMut::new();
+        write_request(&mut buf, Version::V1_2, &h, octets_body);
+        // Unknown disposition.
+        let mut bad = buf.clone();
+        bad[20] = 3;
+        let e = decode(&bad).unwrap_err();
+        assert_eq!(e.kind(), &DecodeErrorKind::BadEnum(3));
+        assert_eq!(e.path(), &["Request", "target", "disposition"]);
+        // Every truncation of the header is an error, never a panic.
+        let body_at = decode(&buf).unwrap().body.offset;
+        for cut in HEADER_LEN..body_at - 7 {
+            let mut t = BytesMut::from(&buf[..cut]);
+            Header::patch_size(&mut t, 0, ByteOrder::NATIVE, (cut - HEADER_LEN) as u32);
+            assert!(decode(&t).is_err(), "cut at {cut}");
+        }
+        // A 1.0 response_expected that is not a boolean.
+        let mut buf = BytesMut::new();
+        write_request(&mut buf, Version::V1_0, &h, |_| {});
+        let at = 12 + 4 + 12 + 8 + 4; // ctx count + one context (8 + 12 data) + id
+        assert_eq!(buf[at], 1);
+        buf[at] = 2;
+        assert_eq!(
+            decode(&buf).unwrap_err().kind(),
+            &DecodeErrorKind::BadBoolean(2)
+        );
+    }
 }

@@ -1,8 +1,14 @@
 //! Service contexts: carried opaquely as (id, bytes), with helpers for the ones we use.
 
-use crate::cdr::{CdrReader, CdrWriter, DecodeError};
+use crate::cdr::{encapsulate, ByteOrder, CdrReader, CdrWriter, DecodeError, DecodeResultExt};
 use bytes::Bytes;
 use std::time::Duration;
+
+/// Smallest encoding of one list entry: `ulong context_id` + `ulong` data length.
+const MIN_CONTEXT_SIZE: usize = 8;
+
+/// Smallest encoding of one listen point: string length + NUL, then the ushort port.
+const MIN_LISTEN_POINT_SIZE: usize = 4 + 1 + 2;
 
 /// Service context ids we know.
 pub mod context_id {
@@ -39,15 +45,34 @@ impl ServiceContextList {
     }
 
     /// Decodes a list (count, then id + octets each).
+    ///
+    /// The count is checked against the bytes left before anything is allocated; the data of
+    /// each context is copied out (contexts are small, and this keeps the list independent of
+    /// the frame buffer).
     pub fn decode(r: &mut CdrReader<'_>) -> Result<Self, DecodeError> {
-        let _ = r;
-        todo!()
+        let n = r.read_count(MIN_CONTEXT_SIZE).field("service_context")?;
+        let mut list = Vec::with_capacity(n);
+        for _ in 0..n {
+            let id = r.read_u32().field("context_id").field("service_context")?;
+            let data = r
+                .read_octets()
+                .field("context_data")
+                .field("service_context")?;
+            list.push(ServiceContext {
+                id,
+                data: Bytes::copy_from_slice(data),
+            });
+        }
+        Ok(ServiceContextList(list))
     }
 
     /// Encodes the list.
     pub fn encode(&self, w: &mut CdrWriter<'_>) {
-        let _ = w;
-        todo!()
+        w.write_len(self.0.len());
+        for c in &self.0 {
+            w.write_u32(c.id);
+            w.write_octets(&c.data);
+        }
     }
 }
 
@@ -57,14 +82,44 @@ pub struct BiDirListenPoints(pub Vec<(String, u16)>);
 
 impl BiDirListenPoints {
     /// The context (id BI_DIR_IIOP) carrying these points.
+    ///
+    /// The data is an encapsulation (our native order) of `sequence<struct ListenPoint {
+    /// string host; unsigned short port; }>`.
     pub fn to_context(&self) -> ServiceContext {
-        todo!()
+        let data = encapsulate(ByteOrder::NATIVE, |w| {
+            w.write_len(self.0.len());
+            for (host, port) in &self.0 {
+                w.write_string(host);
+                w.write_u16(*port);
+            }
+        });
+        ServiceContext {
+            id: context_id::BI_DIR_IIOP,
+            data: data.freeze(),
+        }
     }
 
-    /// Decodes from context data.
+    /// Decodes from context data (an encapsulation in either byte order). Bytes after the list
+    /// are ignored.
     pub fn from_context_data(data: &[u8]) -> Result<Self, DecodeError> {
-        let _ = data;
-        todo!()
+        let mut r = CdrReader::encapsulation(data).field("BiDirIIOPServiceContext")?;
+        let n = r
+            .read_count(MIN_LISTEN_POINT_SIZE)
+            .field("listen_points")
+            .field("BiDirIIOPServiceContext")?;
+        let mut points = Vec::with_capacity(n);
+        for _ in 0..n {
+            let host = r
+                .read_string()
+                .field("host")
+                .field("BiDirIIOPServiceContext")?;
+            let port = r
+                .read_u16()
+                .field("port")
+                .field("BiDirIIOPServiceContext")?;
+            points.push((host, port));
+        }
+        Ok(BiDirListenPoints(points))
     }
 }
 
@@ -75,13 +130,134 @@ pub struct Deadline(pub Duration);
 
 impl Deadline {
     /// The context (id DEADLINE).
+    ///
+    /// Budgets longer than `u64::MAX` microseconds (about 584,000 years) are sent as that.
     pub fn to_context(&self) -> ServiceContext {
-        todo!()
+        let micros = u64::try_from(self.0.as_micros()).unwrap_or(u64::MAX);
+        let data = encapsulate(ByteOrder::NATIVE, |w| w.write_u64(micros));
+        ServiceContext {
+            id: context_id::DEADLINE,
+            data: data.freeze(),
+        }
     }
 
-    /// Decodes from context data.
+    /// Decodes from context data (an encapsulation in either byte order).
     pub fn from_context_data(data: &[u8]) -> Result<Self, DecodeError> {
-        let _ = data;
-        todo!()
+        let mut r = CdrReader::encapsulation(data).field("Deadline")?;
+        let micros = r.read_u64().field("Deadline")?;
+        Ok(Deadline(Duration::from_micros(micros)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cdr::DecodeErrorKind;
+    use bytes::BytesMut;
+
+    #[test]
+    fn list_round_trip_both_orders() {
+        let list = ServiceContextList(vec![
+            ServiceContext {
+                id: context_id::CODE_SETS,
+                data: Bytes::from_static(&[1, 0, 0, 0, 1, 0, 1, 0, 9, 1, 1, 0]),
+            },
+            ServiceContext {
+                id: 77,
+                data: Bytes::new(),
+            },
+            ServiceContext {
+                id: context_id::DEADLINE,
+                data: Bytes::from_static(&[0, 1]),
+            },
+        ]);
+        for order in [ByteOrder::Little, ByteOrder::Big] {
+            for offset in 0..8 {
+                let mut buf = BytesMut::new();
+                list.encode(&mut CdrWriter::with_offset(&mut buf, order, offset));
+                let mut r = CdrReader::with_offset(&buf, order, offset);
+                assert_eq!(ServiceContextList::decode(&mut r).unwrap(), list);
+                assert_eq!(r.remaining(), 0);
+            }
+        }
+        assert_eq!(list.get(77), Some(&Bytes::new()));
+        assert_eq!(list.get(78), None);
+        assert!(!list.is_empty());
+        assert!(ServiceContextList::default().is_empty());
+    }
+
+    #[test]
+    fn hostile_count_is_rejected_before_allocating() {
+        let data = [0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0];
+        let e =
+            ServiceContextList::decode(&mut CdrReader::new(&data, ByteOrder::Little)).unwrap_err();
+        assert!(matches!(e.kind(), DecodeErrorKind::BadLength(_)));
+        assert_eq!(e.path(), &["service_context"]);
+    }
+
+    #[test]
+    fn bidir_golden_bytes() {
+        // WIRE-GIOP §5.1, omniORB's client: 127.0.0.1:28099.
+        let golden: &[u8] = &[
+            0x01, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x0a, 0x00, 0x00, 0x00, b'1', b'2',
+            b'7', b'.', b'0', b'.', b'0', b'.', b'1', 0x00, 0xc3, 0x6d,
+        ];
+        let points = BiDirListenPoints::from_context_data(golden).unwrap();
+        assert_eq!(points.0, vec![("127.0.0.1".to_string(), 28099)]);
+        let ctx = points.to_context();
+        assert_eq!(ctx.id, context_id::BI_DIR_IIOP);
+        if ByteOrder::NATIVE == ByteOrder::Little {
+            assert_eq!(&ctx.data[..], golden);
+        }
+        assert_eq!(
+            BiDirListenPoints::from_context_data(&ctx.data).unwrap(),
+            points
+        );
+    }
+
+    #[test]
+    fn bidir_big_endian_and_several_points() {
+        let data = crate::cdr::encapsulate(ByteOrder::Big, |w| {
+            w.write_u32(2);
+            w.write_string("a.example");
+            w.write_u16(1);
+            w.write_string("::1");
+            w.write_u16(65535);
+        });
+        let p = BiDirListenPoints::from_context_data(&data).unwrap();
+        assert_eq!(p.0, vec![("a.example".into(), 1), ("::1".into(), 65535)]);
+        let round = BiDirListenPoints::from_context_data(&p.to_context().data).unwrap();
+        assert_eq!(round, p);
+        for cut in 0..data.len() {
+            assert!(BiDirListenPoints::from_context_data(&data[..cut]).is_err());
+        }
+    }
+
+    #[test]
+    fn deadline_round_trip() {
+        for d in [
+            Duration::ZERO,
+            Duration::from_micros(1),
+            Duration::from_millis(1500),
+            Duration::from_secs(86_400 * 365),
+        ] {
+            let ctx = Deadline(d).to_context();
+            assert_eq!(ctx.id, context_id::DEADLINE);
+            assert_eq!(ctx.data.len(), 16, "flag, 7 pad, ulonglong");
+            assert_eq!(Deadline::from_context_data(&ctx.data).unwrap(), Deadline(d));
+        }
+        let be = crate::cdr::encapsulate(ByteOrder::Big, |w| w.write_u64(2_000_001));
+        assert_eq!(
+            Deadline::from_context_data(&be).unwrap(),
+            Deadline(Duration::from_micros(2_000_001))
+        );
+        assert!(Deadline::from_context_data(&be[..12]).is_err());
+        assert!(Deadline::from_context_data(&[]).is_err());
+        // Sub-microsecond precision is dropped; absurd budgets saturate.
+        let huge = Deadline(Duration::MAX).to_context();
+        assert_eq!(
+            Deadline::from_context_data(&huge.data).unwrap(),
+            Deadline(Duration::from_micros(u64::MAX))
+        );
     }
 }

@@ -7,10 +7,22 @@
 //! `ObjectRef` also implements `prost::Message` (as `message ObjectRef { bytes ior = 1; }`, the
 //! IOR encapsulation), so `orb.ObjectRef` fields in users' .proto messages map to it through
 //! prost's `extern_path`.
+//!
+//! Decoding is lenient where omniORB is (garbage padding, bytes after an IIOP profile's
+//! components, bytes after the IOR in an `IOR:` string) and never trusts a length: every count is
+//! checked against the bytes that are left before anything is allocated. Nothing a peer or a user
+//! hands us can make this module panic.
+//!
+//! Invariant: `ObjectRef::iiop` holds exactly the parsed tag-0 entries of `ObjectRef::profiles`, in
+//! the same order, so encoding (which writes only `profiles`) reproduces the bytes decoded.
 
 mod corbaloc;
+mod hex;
+mod message;
 
-use crate::cdr::{CdrReader, CdrWriter, DecodeError};
+use crate::cdr::{
+    encapsulate, ByteOrder, CdrReader, CdrWriter, DecodeError, DecodeErrorKind, DecodeResultExt,
+};
 use crate::exception::SystemException;
 use crate::giop::Version;
 use bytes::Bytes;
@@ -19,12 +31,16 @@ use std::fmt;
 /// Profile tag of an IIOP profile.
 pub const TAG_INTERNET_IOP: u32 = 0;
 /// Profile tag of a multiple-components profile.
+#[allow(dead_code)] // For the ORB core, which reads and writes components.
 pub const TAG_MULTIPLE_COMPONENTS: u32 = 1;
 /// Component tag TAG_ORB_TYPE.
+#[allow(dead_code)] // For the ORB core, which reads and writes components.
 pub const TAG_ORB_TYPE: u32 = 0;
 /// Component tag TAG_CODE_SETS.
+#[allow(dead_code)] // For the ORB core, which reads and writes components.
 pub const TAG_CODE_SETS: u32 = 1;
 /// Component tag TAG_ALTERNATE_IIOP_ADDRESS.
+#[allow(dead_code)] // For the ORB core, which reads and writes components.
 pub const TAG_ALTERNATE_IIOP_ADDRESS: u32 = 3;
 
 /// `IOP::TaggedProfile`: a tag and its (encapsulated) data, kept raw.
@@ -62,14 +78,83 @@ pub struct IiopProfile {
 
 impl IiopProfile {
     /// Parses IIOP profile data (an encapsulation).
+    ///
+    /// Components are read only when the version is 1.1 or later (1.0 has none). Bytes after the
+    /// components are ignored, as omniORB does outside `strictIIOP`. An IIOP major version other
+    /// than 1 is an error.
     pub fn decode(data: &[u8]) -> Result<IiopProfile, DecodeError> {
-        let _ = data;
-        todo!()
+        IiopProfile::decode_bytes(&Bytes::copy_from_slice(data))
+    }
+
+    /// Like [`IiopProfile::decode`], but the key and components share `data`'s storage.
+    pub(crate) fn decode_bytes(data: &Bytes) -> Result<IiopProfile, DecodeError> {
+        let mut r = CdrReader::encapsulation(data)?;
+        let at = r.position();
+        let major = r.read_octet().field("iiop_version")?;
+        let minor = r.read_octet().field("iiop_version")?;
+        if major != 1 {
+            return Err(DecodeError::new(
+                DecodeErrorKind::Invalid("unsupported IIOP major version"),
+                at,
+            )
+            .in_field("iiop_version"));
+        }
+        let version = Version { major, minor };
+        let host = r.read_string().field("host")?;
+        let port = r.read_u16().field("port")?;
+        let key = r.read_octets_range().field("object_key")?;
+        let object_key = data.slice(key);
+        let mut components = Vec::new();
+        if minor > 0 {
+            // Each component is at least a tag and a length.
+            let n = r.read_count(8).field("components")?;
+            components.reserve(n);
+            for _ in 0..n {
+                let tag = r.read_u32().field("components")?;
+                let range = r.read_octets_range().field("components")?;
+                components.push(TaggedComponent {
+                    tag,
+                    data: data.slice(range),
+                });
+            }
+        }
+        // Trailing bytes (r.remaining() > 0) are tolerated, as omniORB does by default.
+        Ok(IiopProfile {
+            version,
+            host,
+            port,
+            object_key,
+            components,
+        })
     }
 
     /// Encodes as profile data (an encapsulation in our native order).
+    ///
+    /// An IIOP 1.0 profile has no components field, so `components` is not written for 1.0.
     pub fn encode(&self) -> Bytes {
-        todo!()
+        encapsulate(ByteOrder::NATIVE, |w| {
+            w.write_octet(self.version.major);
+            w.write_octet(self.version.minor);
+            w.write_string(&self.host);
+            w.write_u16(self.port);
+            w.write_octets(&self.object_key);
+            if self.version.minor > 0 {
+                w.write_len(self.components.len());
+                for c in &self.components {
+                    w.write_u32(c.tag);
+                    w.write_octets(&c.data);
+                }
+            }
+        })
+        .freeze()
+    }
+
+    /// This profile as an `IOP::TaggedProfile` (tag 0, data encoded in our native order).
+    pub fn to_tagged_profile(&self) -> TaggedProfile {
+        TaggedProfile {
+            tag: TAG_INTERNET_IOP,
+            data: self.encode(),
+        }
     }
 }
 
@@ -101,7 +186,9 @@ pub enum IorError {
 impl fmt::Display for IorError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            IorError::UnknownScheme => f.write_str("not an IOR: or corbaloc: reference"),
+            IorError::UnknownScheme => {
+                f.write_str("not an IOR: or corbaloc: reference (or unknown corbaloc protocol)")
+            }
             IorError::BadHex => f.write_str("IOR string has invalid hex"),
             IorError::Decode(e) => write!(f, "IOR does not decode: {e}"),
             IorError::BadCorbaloc(why) => write!(f, "bad corbaloc URL: {why}"),
@@ -119,15 +206,63 @@ impl From<IorError> for SystemException {
 
 impl ObjectRef {
     /// A reference with one IIOP 1.2 profile for `host:port` and `key`, no components.
-    pub fn new(type_id: impl Into<String>, host: impl Into<String>, port: u16, key: impl Into<Bytes>) -> Self {
-        let _ = (type_id.into(), host.into(), port, key.into());
-        todo!()
+    pub fn new(
+        type_id: impl Into<String>,
+        host: impl Into<String>,
+        port: u16,
+        key: impl Into<Bytes>,
+    ) -> Self {
+        let profile = IiopProfile {
+            version: Version::V1_2,
+            host: host.into(),
+            port,
+            object_key: key.into(),
+            components: Vec::new(),
+        };
+        ObjectRef::from_iiop_profiles(type_id, vec![profile])
     }
 
-    /// Builds a reference from a type id and IIOP profiles.
+    /// Builds a reference from a type id and IIOP profiles (encoded in our native order; the
+    /// components of a 1.0 profile are dropped, since 1.0 cannot carry them).
     pub fn from_iiop_profiles(type_id: impl Into<String>, profiles: Vec<IiopProfile>) -> Self {
-        let _ = (type_id.into(), profiles);
-        todo!()
+        let raw: Vec<TaggedProfile> = profiles
+            .iter()
+            .map(IiopProfile::to_tagged_profile)
+            .collect();
+        let iiop = profiles
+            .into_iter()
+            .map(|mut p| {
+                if p.version.minor == 0 {
+                    p.components.clear();
+                }
+                p
+            })
+            .collect();
+        ObjectRef {
+            type_id: type_id.into(),
+            profiles: raw,
+            iiop,
+        }
+    }
+
+    /// Builds a reference from a type id and raw profiles, parsing the IIOP (tag 0) ones.
+    ///
+    /// Fails if a tag-0 profile does not parse.
+    pub fn from_profiles(
+        type_id: impl Into<String>,
+        profiles: Vec<TaggedProfile>,
+    ) -> Result<Self, DecodeError> {
+        let iiop = profiles
+            .iter()
+            .filter(|p| p.tag == TAG_INTERNET_IOP)
+            .map(|p| IiopProfile::decode_bytes(&p.data))
+            .collect::<Result<Vec<_>, _>>()
+            .field("profiles")?;
+        Ok(ObjectRef {
+            type_id: type_id.into(),
+            profiles,
+            iiop,
+        })
     }
 
     /// The nil reference (empty type id, no profiles).
@@ -168,32 +303,111 @@ impl ObjectRef {
     }
 
     /// Parses `IOR:<hex>` (prefix in any case, hex in either case) or a `corbaloc:` URL.
+    ///
+    /// Leading and trailing ASCII whitespace is ignored (IOR files usually end in a newline).
+    /// The hex may be in either byte order; bytes after the IOR inside it are ignored.
     pub fn parse(s: &str) -> Result<ObjectRef, IorError> {
-        let _ = s;
-        todo!()
+        let s = s.trim_ascii();
+        if let Some(hex) = strip_prefix_ignore_case(s, "IOR:") {
+            let bytes = hex::decode(hex).ok_or(IorError::BadHex)?;
+            ObjectRef::from_encapsulation(&bytes).map_err(IorError::Decode)
+        } else if let Some(url) = strip_prefix_ignore_case(s, "corbaloc:") {
+            corbaloc::parse(url)
+        } else {
+            Err(IorError::UnknownScheme)
+        }
     }
 
     /// The stringified IOR (`IOR:` + lower-case hex of the encapsulation, our byte order).
     pub fn to_ior_string(&self) -> String {
-        todo!()
+        let enc = self.to_encapsulation();
+        let mut s = String::with_capacity(4 + 2 * enc.len());
+        s.push_str("IOR:");
+        hex::encode_into(&enc, &mut s);
+        s
     }
 
     /// A `corbaloc:iiop:1.2@host:port/key` URL for the primary profile (several addresses if
     /// there are several IIOP profiles with the same key); `None` for nil.
+    ///
+    /// Each address carries its profile's own IIOP version; IPv6 hosts are bracketed. The URL
+    /// loses the type id and the components. Also `None` when the primary profile's host cannot
+    /// be written in a URL (empty, or characters a host may not contain); other profiles whose
+    /// host cannot be written are left out.
     pub fn to_corbaloc(&self) -> Option<String> {
-        todo!()
+        corbaloc::format(&self.iiop)
+    }
+
+    /// The IOR as a standalone encapsulation in our byte order: what an `IOR:` string holds in
+    /// hex and what the protobuf `orb.ObjectRef.ior` field carries.
+    pub fn to_encapsulation(&self) -> Bytes {
+        encapsulate(ByteOrder::NATIVE, |w| self.encode(w)).freeze()
+    }
+
+    /// Parses an IOR encapsulation (byte-order octet, then `IOP::IOR`; either order). Bytes after
+    /// the IOR are ignored.
+    pub fn from_encapsulation(data: &[u8]) -> Result<ObjectRef, DecodeError> {
+        let mut r = CdrReader::encapsulation(data).field("IOR")?;
+        ObjectRef::decode(&mut r)
+    }
+
+    /// Length of [`ObjectRef::to_encapsulation`], computed without encoding.
+    pub(crate) fn encapsulation_len(&self) -> usize {
+        fn align4(n: usize) -> usize {
+            n.next_multiple_of(4)
+        }
+        // Byte-order octet, then the type id string (ulong length + bytes + NUL).
+        let mut n = align4(1) + 4 + self.type_id.len() + 1;
+        // Profile count.
+        n = align4(n) + 4;
+        for p in &self.profiles {
+            // Tag, length, data.
+            n = align4(n) + 8 + p.data.len();
+        }
+        n
     }
 
     /// Encodes inline (`IOP::IOR` as a struct, not an encapsulation), as in a message body.
+    ///
+    /// Profiles are written as held, so a decoded reference re-encodes to the same bytes (given
+    /// the same byte order and alignment).
     pub fn encode(&self, w: &mut CdrWriter<'_>) {
-        let _ = w;
-        todo!()
+        w.write_string(&self.type_id);
+        w.write_len(self.profiles.len());
+        for p in &self.profiles {
+            w.write_u32(p.tag);
+            w.write_octets(&p.data);
+        }
     }
 
     /// Decodes an inline `IOP::IOR`.
+    ///
+    /// Every profile is kept raw; tag-0 (IIOP) profiles are also parsed, and one that does not
+    /// parse fails the whole reference.
     pub fn decode(r: &mut CdrReader<'_>) -> Result<ObjectRef, DecodeError> {
-        let _ = r;
-        todo!()
+        let type_id = r.read_string().field("type_id").field("IOR")?;
+        // Each profile is at least a tag and a length.
+        let n = r.read_count(8).field("profiles").field("IOR")?;
+        let mut profiles = Vec::with_capacity(n);
+        let mut iiop = Vec::new();
+        for _ in 0..n {
+            let tag = r.read_u32().field("profiles").field("IOR")?;
+            let data = r.read_octets().field("profiles").field("IOR")?;
+            let data = Bytes::copy_from_slice(data);
+            if tag == TAG_INTERNET_IOP {
+                iiop.push(
+                    IiopProfile::decode_bytes(&data)
+                        .field("profiles")
+                        .field("IOR")?,
+                );
+            }
+            profiles.push(TaggedProfile { tag, data });
+        }
+        Ok(ObjectRef {
+            type_id,
+            profiles,
+            iiop,
+        })
     }
 }
 
@@ -223,9 +437,89 @@ impl fmt::Display for ObjectRef {
     }
 }
 
+/// `s` without `prefix`, compared ignoring ASCII case; `None` if `s` does not start with it.
+fn strip_prefix_ignore_case<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = s.as_bytes().get(..prefix.len())?;
+    if head.eq_ignore_ascii_case(prefix.as_bytes()) {
+        // `prefix` is ASCII, so `s` has a char boundary right after it.
+        s.get(prefix.len()..)
+    } else {
+        None
+    }
+}
+
 impl std::str::FromStr for ObjectRef {
     type Err = IorError;
     fn from_str(s: &str) -> Result<Self, IorError> {
         ObjectRef::parse(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strip_prefix_ignores_ascii_case_only() {
+        assert_eq!(strip_prefix_ignore_case("iOr:ab", "IOR:"), Some("ab"));
+        assert_eq!(strip_prefix_ignore_case("IOR:", "IOR:"), Some(""));
+        assert_eq!(strip_prefix_ignore_case("IOR", "IOR:"), None);
+        assert_eq!(strip_prefix_ignore_case("éIOR:", "IOR:"), None);
+        assert_eq!(strip_prefix_ignore_case("IOé", "IOR:"), None);
+    }
+
+    #[test]
+    fn encapsulation_len_is_exact() {
+        let mut r = ObjectRef::new("IDL:A:1.0", "h", 1, Bytes::from_static(b"key"));
+        assert_eq!(r.encapsulation_len(), r.to_encapsulation().len());
+        for type_id in ["", "x", "xy", "xyz", "wxyz"] {
+            r = r.with_type_id(type_id);
+            assert_eq!(
+                r.encapsulation_len(),
+                r.to_encapsulation().len(),
+                "{type_id:?}"
+            );
+            r.profiles.push(TaggedProfile {
+                tag: 7,
+                data: Bytes::from(vec![0; type_id.len()]),
+            });
+            assert_eq!(
+                r.encapsulation_len(),
+                r.to_encapsulation().len(),
+                "{type_id:?}"
+            );
+        }
+        assert_eq!(ObjectRef::nil().encapsulation_len(), 16);
+    }
+
+    #[test]
+    fn decoded_profile_shares_the_profile_bytes() {
+        let p = IiopProfile {
+            version: Version::V1_2,
+            host: "h".into(),
+            port: 9,
+            object_key: Bytes::from_static(b"object key"),
+            components: vec![TaggedComponent {
+                tag: TAG_CODE_SETS,
+                data: Bytes::from_static(b"data"),
+            }],
+        };
+        let data = p.encode();
+        let back = IiopProfile::decode_bytes(&data).unwrap();
+        assert_eq!(back, p);
+        let range = data.as_ptr_range();
+        assert!(range.contains(&back.object_key.as_ptr()));
+        assert!(range.contains(&back.components[0].data.as_ptr()));
+    }
+
+    #[test]
+    fn decode_error_paths_name_the_field() {
+        // Host length 0xFFFFFFFF.
+        let e = IiopProfile::decode(&[1, 1, 2, 0, 0xff, 0xff, 0xff, 0xff]).unwrap_err();
+        assert_eq!(e.path(), &["host"]);
+        // Unsupported major version.
+        let e = IiopProfile::decode(&[1, 2, 0, 0]).unwrap_err();
+        assert_eq!(e.path(), &["iiop_version"]);
+        assert_eq!(e.offset(), 1);
     }
 }

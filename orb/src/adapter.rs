@@ -1,0 +1,34 @@
+//! The object adapter: object key → servant.
+
+use crate::servant::Servant;
+use bytes::Bytes;
+use dashmap::DashMap;
+use std::sync::Arc;
+
+/// Active objects of one ORB, looked up concurrently by every serving thread.
+#[derive(Default)]
+pub(crate) struct Adapter {
+    servants: DashMap<Bytes, Arc<dyn Servant>>,
+}
+
+impl std::fmt::Debug for Adapter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Adapter")
+            .field("objects", &self.servants.len())
+            .finish()
+    }
+}
+
+impl Adapter {
+    pub(crate) fn insert(&self, key: Bytes, servant: Arc<dyn Servant>) {
+        self.servants.insert(key, servant);
+    }
+
+    pub(crate) fn remove(&self, key: &[u8]) -> bool {
+        self.servants.remove(key).is_some()
+    }
+
+    pub(crate) fn get(&self, key: &[u8]) -> Option<Arc<dyn Servant>> {
+        self.servants.get(key).map(|s| s.value().clone())
+    }
+}

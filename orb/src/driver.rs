@@ -1,0 +1,626 @@
+//! What the Leader/Followers leader does with the reactor: accept, read, route frames (replies
+//! to their waiters, requests to upcalls), flush queued writes, close connections; and how an
+//! upcall runs once the leader has promoted a follower.
+//!
+//! Cheap work (a reply hand-off, a CancelRequest, a LocateRequest, accepting) is done in the
+//! leader role; anything that runs user code (a Request) is returned to the pool as an upcall,
+//! so the pool promotes a follower first (Ice's `ioCompleted` lesson).
+
+use crate::connection::{lock, CloseCause, Connection, Origin, ReadError};
+use crate::exception::{
+    minor, CompletionStatus, Exception, SystemException, SystemExceptionKind, UserException,
+};
+use crate::giop::{
+    context_id, encode_system_exception, write_locate_reply, write_message_error, write_reply,
+    Deadline, Frame, FrameError, LocateStatus, Message, ReplyHeader, ReplyStatus, Request,
+    ServiceContextList, Version,
+};
+use crate::ior::ObjectRef;
+use crate::lf::{Driver, Lead, Participant};
+use crate::orb::OrbInner;
+use crate::reactor::{Entry, Ready};
+use crate::servant::Context;
+use bytes::{Bytes, BytesMut};
+use mio::Interest;
+use std::cell::Cell;
+use std::io;
+use std::net::Shutdown;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A request waiting for (or being run by) an upcall thread.
+#[derive(Debug)]
+pub(crate) struct Upcall {
+    conn: Arc<Connection>,
+    version: Version,
+    request: Request,
+}
+
+thread_local! {
+    /// Upcalls running on this thread's stack.
+    static DEPTH: Cell<usize> = const { Cell::new(0) };
+    /// Deadline of the upcall this thread is serving (nested calls inherit it).
+    static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// Upcalls running on the current thread.
+pub(crate) fn current_depth() -> usize {
+    DEPTH.with(Cell::get)
+}
+
+/// The deadline a nested call made from the current upcall inherits.
+pub(crate) fn inherited_deadline() -> Option<Instant> {
+    DEADLINE.with(Cell::get)
+}
+
+/// What a reply carries.
+enum ReplyBody {
+    Octets(Bytes),
+    Bool(bool),
+    User(UserException),
+    System(SystemException),
+}
+
+enum Handled {
+    Done,
+    Upcall(Upcall),
+    Parked,
+}
+
+impl Driver for OrbInner {
+    type Upcall = Upcall;
+
+    fn lead(&self, p: &Arc<Participant>, deadline: Option<Instant>) -> Lead<Upcall> {
+        if p.unbound {
+            if let Some(u) = lock(&self.parked).pop_front() {
+                return Lead::Upcall(u);
+            }
+        }
+        let mut polled = false;
+        loop {
+            while let Some(conn) = self.reactor.pop_ready() {
+                let Some(frame) = self.service(&conn) else {
+                    continue;
+                };
+                match self.handle_frame(&conn, frame, p) {
+                    Handled::Done => {
+                        if !p.unbound && p.is_complete() {
+                            return Lead::Idle;
+                        }
+                    }
+                    Handled::Upcall(u) => return Lead::Upcall(u),
+                    Handled::Parked => return Lead::StepDown,
+                }
+            }
+            if polled || self.lf.is_shutdown() {
+                return Lead::Idle;
+            }
+            let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            match self.reactor.poll(timeout) {
+                Ok(events) => {
+                    for ev in events {
+                        self.handle_ready(ev);
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "poll failed");
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            polled = true;
+        }
+    }
+
+    fn run_upcall(&self, u: Upcall) {
+        self.upcall(u);
+    }
+
+    fn wake_leader(&self) {
+        self.reactor.wake();
+    }
+
+    fn count_promotion(&self) {
+        self.stats.leader_promotions.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn count_wakeup(&self) {
+        self.stats.follower_wakeups.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl OrbInner {
+    fn handle_ready(&self, ev: Ready) {
+        match ev.entry {
+            Entry::Listener(l) => self.accept_all(&l),
+            Entry::Conn(c) => {
+                if ev.writable {
+                    self.flush(&c);
+                }
+                if ev.readable || ev.closed {
+                    lock(&c.read).maybe_readable = true;
+                    self.reactor.push_ready(c);
+                }
+            }
+        }
+    }
+
+    fn accept_all(&self, l: &mio::net::TcpListener) {
+        loop {
+            match l.accept() {
+                Ok((s, peer)) => {
+                    let s = std::net::TcpStream::from(s);
+                    let _ = s.set_nodelay(true);
+                    match self.add_connection(s, peer, Origin::Inbound) {
+                        Ok(_) => {
+                            self.stats
+                                .connections_accepted
+                                .fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => tracing::warn!(%peer, error = %e, "cannot register connection"),
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // EMFILE and friends: log and retry on the next readiness event.
+                    tracing::warn!(error = %e, "accept failed");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Registers a connected, non-blocking socket with the reactor.
+    pub(crate) fn add_connection(
+        &self,
+        s: std::net::TcpStream,
+        peer: std::net::SocketAddr,
+        origin: Origin,
+    ) -> io::Result<Arc<Connection>> {
+        s.set_nonblocking(true)?;
+        let max = self.config.max_message_size;
+        let conn = self.reactor.insert(|token| {
+            let c = Arc::new(Connection::new(token, s, peer, origin, max));
+            (Entry::Conn(c.clone()), c)
+        });
+        if let Err(e) = self
+            .reactor
+            .register(&conn.stream, conn.token, Interest::READABLE)
+        {
+            self.reactor.remove(conn.token);
+            return Err(e);
+        }
+        self.stats.connections_open.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(%peer, origin = ?conn.origin, "connection open");
+        // Bytes may have arrived before registration; look once.
+        self.reactor.push_ready(conn.clone());
+        self.reactor.wake();
+        Ok(conn)
+    }
+
+    fn flush(&self, c: &Arc<Connection>) {
+        match c.flush(&self.stats, &self.reactor) {
+            Ok(_) => {}
+            Err(e) => self.close_connection(c, CloseCause::Io(e.to_string())),
+        }
+    }
+
+    /// Gets the next frame of a connection, reading the socket if none is decoded yet.
+    fn service(&self, conn: &Arc<Connection>) -> Option<Frame> {
+        if conn.is_closed() || conn.paused.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut rs = lock(&conn.read);
+        let mut frame = rs.poll_frame();
+        let mut eof = false;
+        if frame.is_none() && rs.maybe_readable {
+            match rs.read_from(&conn.stream, &self.stats) {
+                Ok(true) => {}
+                Ok(false) => {
+                    eof = true;
+                    if let Err(e) = rs.handle_eof() {
+                        drop(rs);
+                        self.protocol_error(conn, e);
+                        return None;
+                    }
+                }
+                Err(ReadError::Io(e)) => {
+                    drop(rs);
+                    self.close_connection(conn, CloseCause::Io(e.to_string()));
+                    return None;
+                }
+                Err(ReadError::Frame(e)) => {
+                    drop(rs);
+                    self.protocol_error(conn, e);
+                    return None;
+                }
+            }
+            frame = rs.poll_frame();
+        }
+        let now = rs.buffered();
+        let before = conn.accounted.swap(now, Ordering::Relaxed);
+        self.stats.account_buffer(before, now);
+        let more = rs.has_frames() || rs.maybe_readable;
+        drop(rs);
+        if eof {
+            if frame.is_none() {
+                self.close_connection(conn, CloseCause::Io("closed by peer".into()));
+                return None;
+            }
+            // Serve what arrived before the end, then close on the next visit.
+            lock(&conn.read).maybe_readable = true;
+            self.reactor.push_ready(conn.clone());
+        } else if more {
+            self.reactor.push_ready(conn.clone());
+        }
+        frame
+    }
+
+    fn handle_frame(&self, conn: &Arc<Connection>, frame: Frame, p: &Arc<Participant>) -> Handled {
+        let version = frame.version;
+        match frame.message {
+            Message::Reply(r) => {
+                let id = r.header.request_id;
+                let waiter = lock(&conn.pending).remove(&id);
+                match waiter {
+                    Some(w) => {
+                        self.stats.replies_received.fetch_add(1, Ordering::Relaxed);
+                        self.lf.complete(&w, Ok(r), Some(p.id), self);
+                    }
+                    None => {
+                        self.stats
+                            .late_replies_dropped
+                            .fetch_add(1, Ordering::Relaxed);
+                        tracing::debug!(request_id = id, peer = %conn.peer, "late reply dropped");
+                    }
+                }
+                Handled::Done
+            }
+            Message::Request(request) => {
+                self.stats.requests_received.fetch_add(1, Ordering::Relaxed);
+                if current_depth() >= self.config.max_nesting_depth {
+                    if request.header.response_expected() {
+                        let id = request.header.request_id;
+                        self.send_reply(
+                            conn,
+                            version,
+                            id,
+                            ReplyBody::System(crate::Orb::nesting_error()),
+                        );
+                    }
+                    return Handled::Done;
+                }
+                let n = conn.dispatching.fetch_add(1, Ordering::AcqRel) + 1;
+                if n >= self.config.max_dispatches_per_connection {
+                    conn.paused.store(true, Ordering::Release);
+                    // An upcall may have finished between the increment and the store.
+                    if conn.dispatching.load(Ordering::Acquire)
+                        < self.config.max_dispatches_per_connection
+                        && conn.paused.swap(false, Ordering::AcqRel)
+                    {
+                        self.reactor.push_ready(conn.clone());
+                    }
+                }
+                self.upcalls_running.fetch_add(1, Ordering::AcqRel);
+                let u = Upcall {
+                    conn: conn.clone(),
+                    version,
+                    request,
+                };
+                if !p.unbound && !self.config.nested_upcalls {
+                    lock(&self.parked).push_back(u);
+                    if self.lf.has_idle_unbound() {
+                        return Handled::Parked;
+                    }
+                    return Handled::Done;
+                }
+                Handled::Upcall(u)
+            }
+            Message::CancelRequest { request_id } => {
+                if let Some(ctx) = lock(&conn.running).get(&request_id) {
+                    ctx.cancel();
+                    self.stats.upcalls_cancelled.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(request_id, "upcall cancelled by peer");
+                }
+                Handled::Done
+            }
+            Message::LocateRequest(lr) => {
+                self.stats.requests_received.fetch_add(1, Ordering::Relaxed);
+                let here = lr
+                    .target
+                    .object_key()
+                    .is_some_and(|k| self.adapter.get(&k).is_some());
+                let status = if here {
+                    LocateStatus::ObjectHere
+                } else {
+                    LocateStatus::UnknownObject
+                };
+                let mut buf = BytesMut::with_capacity(24);
+                write_locate_reply(&mut buf, version, lr.request_id, status, |_| {});
+                let _ = self.send_frame(conn, buf.freeze());
+                Handled::Done
+            }
+            Message::LocateReply(lr) => {
+                // We send no LocateRequests; treat as a late reply.
+                let _ = lr;
+                self.stats
+                    .late_replies_dropped
+                    .fetch_add(1, Ordering::Relaxed);
+                Handled::Done
+            }
+            Message::CloseConnection => {
+                tracing::debug!(peer = %conn.peer, "peer sent CloseConnection");
+                self.close_connection(conn, CloseCause::PeerClosed);
+                Handled::Done
+            }
+            Message::MessageError => {
+                tracing::warn!(peer = %conn.peer, "peer sent MessageError");
+                self.close_connection(conn, CloseCause::PeerMessageError);
+                Handled::Done
+            }
+        }
+    }
+
+    /// Runs one request on the current thread and sends its reply.
+    fn upcall(&self, u: Upcall) {
+        let Upcall {
+            conn,
+            version,
+            request,
+        } = u;
+        let h = &request.header;
+        let deadline = h
+            .service_context
+            .get(context_id::DEADLINE)
+            .and_then(|d| Deadline::from_context_data(d).ok())
+            .map(|d| Instant::now() + d.0);
+        let key = h.target.object_key().unwrap_or_default();
+        let span = tracing::debug_span!(
+            "upcall",
+            request_id = h.request_id,
+            operation = %h.operation,
+            object_key = %String::from_utf8_lossy(&key),
+            peer = %conn.peer,
+        );
+        let _enter = span.enter();
+        let ctx = Context::new(
+            h.operation.clone(),
+            key.clone(),
+            h.request_id,
+            Some(conn.peer),
+            deadline,
+        );
+        let twoway = h.response_expected();
+        if twoway {
+            lock(&conn.running).insert(h.request_id, ctx.clone());
+        }
+        let depth = DEPTH.with(|d| {
+            let v = d.get();
+            d.set(v + 1);
+            v
+        });
+        let outer_deadline = DEADLINE.with(|d| d.replace(deadline));
+        let body = catch_unwind(AssertUnwindSafe(|| self.dispatch(&request, &key, &ctx)))
+            .unwrap_or_else(|panic| {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic".into());
+                tracing::error!(operation = %h.operation, panic = %what, "servant panicked");
+                ReplyBody::System(
+                    SystemException::new(
+                        SystemExceptionKind::UNKNOWN,
+                        minor::SERVANT_PANIC,
+                        CompletionStatus::Maybe,
+                    )
+                    .with_detail(format!("servant panicked: {what}")),
+                )
+            });
+        DEADLINE.with(|d| d.set(outer_deadline));
+        DEPTH.with(|d| d.set(depth));
+        if twoway {
+            lock(&conn.running).remove(&h.request_id);
+            if ctx.is_cancelled() {
+                tracing::debug!("reply dropped: request was cancelled");
+            } else {
+                self.send_reply(&conn, version, h.request_id, body);
+            }
+        }
+        drop(_enter);
+        let left = conn.dispatching.fetch_sub(1, Ordering::AcqRel) - 1;
+        if left < self.config.max_dispatches_per_connection
+            && conn.paused.swap(false, Ordering::AcqRel)
+        {
+            self.reactor.push_ready(conn.clone());
+            self.reactor.wake();
+        }
+        if self.upcalls_running.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let (m, cv) = &self.upcalls_done;
+            let _g = lock(m);
+            cv.notify_all();
+        }
+    }
+
+    fn dispatch(&self, request: &Request, key: &Bytes, ctx: &Context) -> ReplyBody {
+        let op = request.header.operation.as_str();
+        let Some(servant) = self.adapter.get(key) else {
+            return ReplyBody::System(SystemException::object_not_exist(format!(
+                "no object with key `{}`",
+                String::from_utf8_lossy(key)
+            )));
+        };
+        let marshal = |e: crate::cdr::DecodeError| {
+            ReplyBody::System(SystemException::marshal(
+                minor::BAD_PARAMETERS,
+                CompletionStatus::No,
+                format!("parameters of `{op}` do not decode: {e}"),
+            ))
+        };
+        match op {
+            "_is_a" => match request.body.reader().read_string() {
+                Ok(id) => ReplyBody::Bool(servant.is_a(&id)),
+                Err(e) => marshal(e),
+            },
+            "_non_existent" | "_not_existent" => ReplyBody::Bool(false),
+            "_interface" | "_get_interface" | "_implementation" => ReplyBody::System(
+                SystemException::new(SystemExceptionKind::NO_IMPLEMENT, 0, CompletionStatus::No),
+            ),
+            _ => match request.body.octets() {
+                Err(e) => marshal(e),
+                Ok(params) => match servant.dispatch(op, params, ctx) {
+                    Ok(b) => ReplyBody::Octets(b),
+                    Err(Exception::User(u)) => ReplyBody::User(u),
+                    Err(Exception::System(s)) => ReplyBody::System(s),
+                },
+            },
+        }
+    }
+
+    fn send_reply(
+        &self,
+        conn: &Arc<Connection>,
+        version: Version,
+        request_id: u32,
+        body: ReplyBody,
+    ) {
+        let too_big = match &body {
+            ReplyBody::Octets(b) => b.len() > self.config.max_message_size,
+            ReplyBody::User(u) => u.payload.len() > self.config.max_message_size,
+            _ => false,
+        };
+        let body = if too_big {
+            ReplyBody::System(SystemException::marshal(
+                minor::MESSAGE_TOO_LARGE,
+                CompletionStatus::Yes,
+                "reply exceeds the maximum message size",
+            ))
+        } else {
+            body
+        };
+        let status = match &body {
+            ReplyBody::Octets(_) | ReplyBody::Bool(_) => ReplyStatus::NoException,
+            ReplyBody::User(_) => ReplyStatus::UserException,
+            ReplyBody::System(_) => ReplyStatus::SystemException,
+        };
+        let cap = 64
+            + match &body {
+                ReplyBody::Octets(b) => b.len(),
+                ReplyBody::User(u) => u.payload.len() + u.repository_id.len(),
+                _ => 64,
+            };
+        let mut buf = BytesMut::with_capacity(cap);
+        let header = ReplyHeader {
+            request_id,
+            status,
+            service_context: ServiceContextList::default(),
+        };
+        write_reply(&mut buf, version, &header, |w| match &body {
+            ReplyBody::Octets(b) => w.write_octets(b),
+            ReplyBody::Bool(v) => w.write_bool(*v),
+            ReplyBody::User(u) => {
+                w.write_string(&u.repository_id);
+                w.write_octets(&u.payload);
+            }
+            ReplyBody::System(e) => encode_system_exception(e, w),
+        });
+        let _ = self.send_frame(conn, buf.freeze());
+    }
+
+    /// Sends a whole frame on `conn`; a failure closes the connection.
+    pub(crate) fn send_frame(
+        &self,
+        conn: &Arc<Connection>,
+        frame: Bytes,
+    ) -> Result<(), SystemException> {
+        match conn.send(frame, &self.stats, &self.reactor) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let detail = format!("write to {} failed: {e}", conn.peer);
+                self.close_connection(conn, CloseCause::Io(e.to_string()));
+                Err(SystemException::comm_failure(detail))
+            }
+        }
+    }
+
+    fn protocol_error(&self, conn: &Arc<Connection>, e: FrameError) {
+        self.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(peer = %conn.peer, error = %e, "protocol error; closing connection");
+        if !matches!(e, FrameError::Io(_)) {
+            let mut buf = BytesMut::with_capacity(12);
+            write_message_error(&mut buf, Version::V1_2);
+            let _ = conn.send(buf.freeze(), &self.stats, &self.reactor);
+        }
+        self.close_connection(conn, CloseCause::Protocol(e.to_string()));
+    }
+
+    /// Best-effort CloseConnection before an orderly close.
+    pub(crate) fn send_close_connection(&self, conn: &Arc<Connection>) {
+        let mut buf = BytesMut::with_capacity(12);
+        crate::giop::write_close_connection(&mut buf, Version::V1_2);
+        let _ = conn.send(buf.freeze(), &self.stats, &self.reactor);
+    }
+
+    /// Closes a connection once: forgets it, shuts the socket, cancels its running upcalls and
+    /// wakes every waiter on it with the exception its cause maps to.
+    pub(crate) fn close_connection(&self, conn: &Arc<Connection>, cause: CloseCause) {
+        if !conn.mark_closed() {
+            return;
+        }
+        self.reactor.deregister(&conn.stream);
+        self.reactor.remove(conn.token);
+        let _ = conn.stream.shutdown(Shutdown::Both);
+        self.stats.connections_open.fetch_sub(1, Ordering::Relaxed);
+        let held = conn.accounted.swap(0, Ordering::Relaxed);
+        self.stats.account_buffer(held, 0);
+        if let Origin::Outbound(host, port) = &conn.origin {
+            let slot = lock(&self.outbound).get(&(host.clone(), *port)).cloned();
+            if let Some(slot) = slot {
+                let mut s = lock(&slot);
+                if s.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) {
+                    *s = None;
+                }
+            }
+        }
+        for ctx in lock(&conn.running).values() {
+            ctx.cancel();
+        }
+        let exc = match &cause {
+            CloseCause::PeerClosed => SystemException::new(
+                SystemExceptionKind::COMM_FAILURE,
+                minor::CLOSED_BY_PEER,
+                CompletionStatus::No,
+            )
+            .with_detail(format!(
+                "{} closed the connection (CloseConnection)",
+                conn.peer
+            )),
+            CloseCause::Shutdown => SystemException::shutdown(),
+            CloseCause::Io(e) => {
+                SystemException::comm_failure(format!("connection to {} lost: {e}", conn.peer))
+            }
+            CloseCause::Protocol(e) => SystemException::comm_failure(format!(
+                "connection to {} closed after a protocol error: {e}",
+                conn.peer
+            )),
+            CloseCause::PeerMessageError => {
+                SystemException::comm_failure(format!("{} sent MessageError", conn.peer))
+            }
+        };
+        let waiters: Vec<_> = lock(&conn.pending).drain().map(|(_, w)| w).collect();
+        tracing::debug!(peer = %conn.peer, ?cause, waiters = waiters.len(), "connection closed");
+        for w in waiters {
+            self.lf.complete(&w, Err(exc.clone()), None, self);
+        }
+    }
+
+    /// Decodes an inline IOR from a LOCATION_FORWARD body.
+    pub(crate) fn forward_target(body: &crate::giop::Body) -> Result<ObjectRef, SystemException> {
+        let mut r = body.reader();
+        ObjectRef::decode(&mut r).map_err(|e| {
+            SystemException::marshal(minor::BAD_REPLY, CompletionStatus::No, e.to_string())
+        })
+    }
+}

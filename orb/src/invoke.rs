@@ -1,0 +1,331 @@
+//! The client side: the connection cache (one connection per remote endpoint), marshalling a
+//! request, waiting for its reply as a bound Leader/Followers participant, deadlines and
+//! cancellation, and turning replies into results or exceptions.
+
+use crate::cdr::CdrWriter;
+use crate::connection::{lock, CloseCause, Connection, Origin};
+use crate::driver::inherited_deadline;
+use crate::exception::{
+    minor, CompletionStatus, Exception, SystemException, SystemExceptionKind, UserException,
+};
+use crate::giop::{
+    decode_system_exception, write_cancel_request, write_request, Deadline, Reply, ReplyStatus,
+    RequestHeader, ServiceContextList, TargetAddress, Version,
+};
+use crate::ior::ObjectRef;
+use crate::lf::{Exit, Participant};
+use crate::orb::{Orb, OrbInner};
+use bytes::{Bytes, BytesMut};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How many LOCATION_FORWARD hops (and CloseConnection retries) one call follows.
+const MAX_HOPS: usize = 8;
+
+impl Orb {
+    pub(crate) fn invoke(
+        &self,
+        target: &ObjectRef,
+        operation: &str,
+        body: Bytes,
+        timeout: Option<Duration>,
+    ) -> Result<Bytes, Exception> {
+        let max = self.inner.config.max_message_size;
+        if body.len() > max {
+            return Err(SystemException::marshal(
+                minor::MESSAGE_TOO_LARGE,
+                CompletionStatus::No,
+                format!(
+                    "request of {} bytes exceeds the maximum message size {max}",
+                    body.len()
+                ),
+            )
+            .into());
+        }
+        let reply = self
+            .inner
+            .call(target, operation, true, &|w| w.write_octets(&body), timeout)?
+            .ok_or_else(|| SystemException::internal("two-way call without reply"))?;
+        match reply.header.status {
+            ReplyStatus::NoException => reply.body.octets().map_err(|e| {
+                SystemException::marshal(minor::BAD_REPLY, CompletionStatus::Yes, e.to_string())
+                    .into()
+            }),
+            ReplyStatus::UserException => {
+                let mut r = reply.body.reader();
+                let decoded = r.read_string().and_then(|id| {
+                    let range = r.read_octets_range()?;
+                    Ok((id, range))
+                });
+                match decoded {
+                    Ok((id, range)) => Err(Exception::User(UserException::new(
+                        id,
+                        reply.body.bytes.slice(range),
+                    ))),
+                    Err(e) => Err(SystemException::marshal(
+                        minor::BAD_REPLY,
+                        CompletionStatus::Yes,
+                        format!("user exception does not decode: {e}"),
+                    )
+                    .into()),
+                }
+            }
+            _ => Err(reply_to_exception(&reply).into()),
+        }
+    }
+
+    pub(crate) fn invoke_oneway(
+        &self,
+        target: &ObjectRef,
+        operation: &str,
+        body: Bytes,
+    ) -> Result<(), SystemException> {
+        self.inner
+            .call(target, operation, false, &|w| w.write_octets(&body), None)
+            .map(|_| ())
+    }
+
+    pub(crate) fn is_a(&self, target: &ObjectRef, id: &str) -> Result<bool, SystemException> {
+        let reply = self
+            .inner
+            .call(target, "_is_a", true, &|w| w.write_string(id), None)?
+            .ok_or_else(|| SystemException::internal("two-way call without reply"))?;
+        bool_reply(&reply)
+    }
+
+    pub(crate) fn non_existent(&self, target: &ObjectRef) -> Result<bool, SystemException> {
+        let reply = self
+            .inner
+            .call(target, "_non_existent", true, &|_| {}, None)?
+            .ok_or_else(|| SystemException::internal("two-way call without reply"))?;
+        match bool_reply(&reply) {
+            Err(e) if e.kind == SystemExceptionKind::OBJECT_NOT_EXIST => Ok(true),
+            other => other,
+        }
+    }
+}
+
+fn bool_reply(reply: &Reply) -> Result<bool, SystemException> {
+    match reply.header.status {
+        ReplyStatus::NoException => reply.body.reader().read_bool().map_err(|e| {
+            SystemException::marshal(minor::BAD_REPLY, CompletionStatus::Yes, e.to_string())
+        }),
+        _ => Err(reply_to_exception(reply)),
+    }
+}
+
+/// The exception a non-NO_EXCEPTION reply stands for.
+fn reply_to_exception(reply: &Reply) -> SystemException {
+    match reply.header.status {
+        ReplyStatus::SystemException => decode_system_exception(&mut reply.body.reader())
+            .unwrap_or_else(|e| {
+                SystemException::marshal(minor::BAD_REPLY, CompletionStatus::Maybe, e.to_string())
+            }),
+        ReplyStatus::UserException => SystemException::new(
+            SystemExceptionKind::UNKNOWN,
+            minor::UNKNOWN_EXCEPTION_ID,
+            CompletionStatus::Yes,
+        )
+        .with_detail("unexpected user exception"),
+        s => SystemException::marshal(
+            minor::BAD_REPLY,
+            CompletionStatus::No,
+            format!("unsupported reply status {s:?}"),
+        ),
+    }
+}
+
+impl OrbInner {
+    /// Sends a request and, for two-way calls, waits for its reply (following forwards and
+    /// retrying once on a connection the peer closed before answering).
+    pub(crate) fn call(
+        &self,
+        target: &ObjectRef,
+        operation: &str,
+        twoway: bool,
+        body: &dyn Fn(&mut CdrWriter<'_>),
+        timeout: Option<Duration>,
+    ) -> Result<Option<Reply>, SystemException> {
+        self.check_running()?;
+        let now = Instant::now();
+        let mut deadline = now + timeout.unwrap_or(self.config.call_timeout);
+        if let Some(inherited) = inherited_deadline() {
+            deadline = deadline.min(inherited);
+        }
+        let mut target = target.clone();
+        let mut hops = 0;
+        loop {
+            let result = self.call_once(&target, operation, twoway, body, deadline);
+            match result {
+                Ok(Some(reply))
+                    if matches!(
+                        reply.header.status,
+                        ReplyStatus::LocationForward | ReplyStatus::LocationForwardPerm
+                    ) && hops < MAX_HOPS =>
+                {
+                    target = Self::forward_target(&reply.body)?;
+                    hops += 1;
+                }
+                Err(e)
+                    if e.minor == minor::CLOSED_BY_PEER
+                        && e.completed == CompletionStatus::No
+                        && hops < MAX_HOPS
+                        && Instant::now() < deadline =>
+                {
+                    // CloseConnection: the request was not processed; resend on a new
+                    // connection (WIRE-GIOP §2.5).
+                    hops += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn call_once(
+        &self,
+        target: &ObjectRef,
+        operation: &str,
+        twoway: bool,
+        body: &dyn Fn(&mut CdrWriter<'_>),
+        deadline: Instant,
+    ) -> Result<Option<Reply>, SystemException> {
+        let profile = target.primary().ok_or_else(|| {
+            SystemException::new(SystemExceptionKind::INV_OBJREF, 0, CompletionStatus::No)
+                .with_detail("the reference is nil or has no IIOP profile")
+        })?;
+        let version = profile.version.min(Version::V1_2);
+        let conn = self.connection_to(&profile.host, profile.port, deadline)?;
+        let request_id = conn.next_request_id();
+        let span = tracing::debug_span!(
+            "invoke",
+            request_id,
+            operation,
+            peer = %conn.peer,
+        );
+        let _enter = span.enter();
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let mut contexts = ServiceContextList::default();
+        if twoway && version >= Version::V1_1 {
+            contexts.0.push(Deadline(remaining).to_context());
+        }
+        let header = RequestHeader {
+            request_id,
+            response_flags: if twoway { 0x03 } else { 0x00 },
+            target: TargetAddress::Key(profile.object_key.clone()),
+            operation: operation.to_string(),
+            service_context: contexts,
+        };
+        let mut buf = BytesMut::with_capacity(128);
+        write_request(&mut buf, version, &header, |w| body(w));
+        let participant = twoway.then(Participant::bound);
+        if let Some(p) = &participant {
+            // Registered before the request is written: the reply can arrive first.
+            lock(&conn.pending).insert(request_id, p.clone());
+        }
+        if let Err(e) = self.send_frame(&conn, buf.freeze()) {
+            lock(&conn.pending).remove(&request_id);
+            return Err(e);
+        }
+        self.stats.requests_sent.fetch_add(1, Ordering::Relaxed);
+        let Some(p) = participant else {
+            return Ok(None);
+        };
+        let exit = self.lf.run(&p, Some(deadline), self);
+        if exit != Exit::Completed && lock(&conn.pending).remove(&request_id).is_some() {
+            // Nobody will complete it now.
+            if exit == Exit::TimedOut {
+                let mut c = BytesMut::with_capacity(16);
+                write_cancel_request(&mut c, version, request_id);
+                let _ = self.send_frame(&conn, c.freeze());
+                tracing::debug!("call timed out; CancelRequest sent");
+                return Err(SystemException::timeout(format!(
+                    "no reply to `{operation}` from {} within the deadline",
+                    conn.peer
+                )));
+            }
+            return Err(SystemException::shutdown());
+        }
+        // Completed, or completed while we were giving up: the slot has the outcome.
+        match p.take() {
+            Some(Ok(reply)) => Ok(Some(reply)),
+            Some(Err(e)) => Err(e),
+            None => Err(SystemException::internal(
+                "reply slot empty after completion",
+            )),
+        }
+    }
+
+    /// The shared connection to `host:port`, opening it if needed.
+    fn connection_to(
+        &self,
+        host: &str,
+        port: u16,
+        deadline: Instant,
+    ) -> Result<Arc<Connection>, SystemException> {
+        let slot = {
+            let mut map = lock(&self.outbound);
+            map.entry((host.to_string(), port))
+                .or_insert_with(|| Arc::new(Mutex::new(None)))
+                .clone()
+        };
+        let mut s = lock(&slot);
+        if let Some(c) = s.as_ref() {
+            if !c.is_closed() {
+                return Ok(c.clone());
+            }
+        }
+        self.check_running()?;
+        let left = deadline.saturating_duration_since(Instant::now());
+        let timeout = self.config.connect_timeout.min(left);
+        if timeout.is_zero() {
+            return Err(SystemException::timeout(format!(
+                "deadline passed before connecting to {host}:{port}"
+            )));
+        }
+        let stream = connect(host, port, timeout)?;
+        let peer = stream
+            .peer_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], port)));
+        let _ = stream.set_nodelay(true);
+        let conn = self
+            .add_connection(stream, peer, Origin::Outbound(host.to_string(), port))
+            .map_err(|e| {
+                SystemException::transient(minor::CONNECT_FAILED, format!("register {peer}: {e}"))
+            })?;
+        self.stats
+            .connections_opened
+            .fetch_add(1, Ordering::Relaxed);
+        if self.shutting_down.load(Ordering::Acquire) {
+            self.close_connection(&conn, CloseCause::Shutdown);
+            return Err(SystemException::shutdown());
+        }
+        *s = Some(conn.clone());
+        Ok(conn)
+    }
+}
+
+fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStream, SystemException> {
+    let addrs: Vec<SocketAddr> = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| {
+            SystemException::transient(
+                minor::CONNECT_FAILED,
+                format!("cannot resolve {host}:{port}: {e}"),
+            )
+        })?
+        .collect();
+    let mut last = None;
+    for a in &addrs {
+        match TcpStream::connect_timeout(a, timeout) {
+            Ok(s) => return Ok(s),
+            Err(e) => last = Some(e),
+        }
+    }
+    let why = last.map_or_else(|| "no address".to_string(), |e| e.to_string());
+    Err(SystemException::transient(
+        minor::CONNECT_FAILED,
+        format!("cannot connect to {host}:{port}: {why}"),
+    ))
+}

@@ -1,0 +1,473 @@
+//! The hybrid client/server Leader/Followers pool.
+//!
+//! Every thread that touches the ORB's event loop is a *participant*: the ORB's pool threads
+//! (unbound: they only serve) and any application or servant thread waiting for a reply (bound to
+//! its request). At most one participant is the leader and drives the reactor; the others sleep
+//! as followers, each on its own condition variable (the paper's Specific Notification).
+//!
+//! | what | protected by | who may touch it |
+//! |---|---|---|
+//! | `leader`, the follower stack, `shutdown` | the promotion lock (`Lf::state`) | any participant, briefly |
+//! | a participant's completion slot | its own mutex; written before the promotion lock is taken to notify | the leader (reply), `close`, the owner |
+//! | the reactor (`mio::Poll`) | the leader role | the leader only |
+//! | reading a socket | the leader role | the leader only |
+//! | writing a socket | the connection's write lock | anyone |
+//!
+//! A participant's states (h2-style diagram):
+//!
+//! ```text
+//!             join (no leader)                 event needs an upcall
+//!   ┌────────┐ ───────────────> ┌────────┐ ─────────────────────────> ┌────────────┐
+//!   │ Joining│                  │ Leader │   (promote a follower first)│ Processing │
+//!   └────────┘ ───────────────> └────────┘ <──────┐                    └────────────┘
+//!      │  ^     promoted          │  ^   reply/   │ cheap event              │
+//!      │  │                       │  │   accept   │ (reply hand-off)         │ upcall done:
+//!      v  │ woken (reply,         │  └───────────┘                          │ rejoin
+//!   ┌──────────┐ promotion,       │ own reply arrived / deadline / shutdown │
+//!   │ Follower │ deadline)        v   (promote a follower first)            v
+//!   └──────────┘               ┌──────┐ <─────────────────────────────  Joining
+//!                              │ Done │
+//!                              └──────┘
+//! ```
+//!
+//! Rules that keep it correct (each learnt from TAO or Ice, see ARCHITECTURE.md):
+//! - A follower is removed from the stack *before* it is signalled, and every wake-up re-checks
+//!   the state, so spurious wake-ups are harmless and no thread is woken twice.
+//! - A participant that leaves (reply, deadline, shutdown) while it is the leader promotes a
+//!   follower first, so the loop never stops while followers wait.
+//! - The leader promotes before it runs user code, not before cheap work: delivering a reply
+//!   needs no promotion.
+//! - Promotion prefers an idle unbound (pool) thread, so a waiting caller is not made leader when
+//!   a free thread could serve; when only bound threads wait, one of them leads (that is what
+//!   makes nested callbacks with one thread per process work).
+//! - A reply is stored in the waiter's slot before the promotion lock is taken to notify it, and
+//!   the waiter checks its slot under that lock before sleeping: no lost wake-up.
+
+use crate::connection::lock;
+use crate::exception::SystemException;
+use crate::giop::Reply;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Instant;
+
+/// How a bound participant's wait ended.
+pub(crate) type Completion = Result<Reply, SystemException>;
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// One thread's presence in the pool (for one wait).
+#[derive(Debug)]
+pub(crate) struct Participant {
+    pub(crate) id: u64,
+    /// A pool thread that only serves (no reply to wait for).
+    pub(crate) unbound: bool,
+    cv: Condvar,
+    slot: Mutex<Option<Completion>>,
+}
+
+impl Participant {
+    /// A participant waiting for a reply.
+    pub(crate) fn bound() -> Arc<Self> {
+        Arc::new(Self::new(false))
+    }
+
+    /// A pool thread.
+    pub(crate) fn unbound() -> Arc<Self> {
+        Arc::new(Self::new(true))
+    }
+
+    fn new(unbound: bool) -> Self {
+        Participant {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            unbound,
+            cv: Condvar::new(),
+            slot: Mutex::new(None),
+        }
+    }
+
+    /// Whether the reply (or a failure) has been handed to this participant.
+    pub(crate) fn is_complete(&self) -> bool {
+        lock(&self.slot).is_some()
+    }
+
+    /// Takes the completion out of the slot.
+    pub(crate) fn take(&self) -> Option<Completion> {
+        lock(&self.slot).take()
+    }
+}
+
+/// Why `Lf::run` returned.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Exit {
+    /// The participant's slot holds its completion.
+    Completed,
+    /// The deadline passed first.
+    TimedOut,
+    /// The pool is shutting down.
+    Shutdown,
+}
+
+/// What the leader's turn produced.
+pub(crate) enum Lead<U> {
+    /// Nothing that needs this thread (events handled, a wake-up, or the poll timed out).
+    Idle,
+    /// A request to run: the pool promotes a follower, then runs it on this thread.
+    Upcall(U),
+    /// This (bound) thread should let an unbound follower lead if one is idle (nested upcalls
+    /// are disabled and a request is waiting for a pool thread).
+    StepDown,
+}
+
+/// The ORB side of the pool: what a leader does.
+pub(crate) trait Driver {
+    /// Work that must run outside the leader role.
+    type Upcall;
+    /// One turn as leader: wait for events (until `deadline` at most) and handle cheap ones.
+    fn lead(&self, p: &Arc<Participant>, deadline: Option<Instant>) -> Lead<Self::Upcall>;
+    /// Runs an upcall (the caller is no longer leader).
+    fn run_upcall(&self, upcall: Self::Upcall);
+    /// Interrupts the leader's wait in the reactor.
+    fn wake_leader(&self);
+    /// Counts a promotion.
+    fn count_promotion(&self) {}
+    /// Counts a follower wake-up.
+    fn count_wakeup(&self) {}
+}
+
+#[derive(Debug, Default)]
+struct State {
+    leader: Option<u64>,
+    /// LIFO stack of sleeping followers (top = last).
+    followers: Vec<Arc<Participant>>,
+    shutdown: bool,
+}
+
+impl State {
+    fn remove_follower(&mut self, id: u64) {
+        if let Some(i) = self.followers.iter().rposition(|f| f.id == id) {
+            self.followers.remove(i);
+        }
+    }
+
+    /// Gives up leadership: the most recent idle unbound follower becomes leader, else the
+    /// most recent follower, else nobody (the next participant to join leads).
+    fn promote(&mut self) -> Option<Arc<Participant>> {
+        self.leader = None;
+        let i = self
+            .followers
+            .iter()
+            .rposition(|f| f.unbound)
+            .or_else(|| self.followers.len().checked_sub(1))?;
+        let next = self.followers.remove(i);
+        self.leader = Some(next.id);
+        Some(next)
+    }
+}
+
+/// The pool's shared state: the promotion lock and what it protects.
+#[derive(Debug, Default)]
+pub(crate) struct Lf {
+    state: Mutex<State>,
+}
+
+impl Lf {
+    pub(crate) fn new() -> Self {
+        Lf::default()
+    }
+
+    /// Takes part in the pool until `p` completes (bound), the deadline passes, or shutdown.
+    pub(crate) fn run<D: Driver>(
+        &self,
+        p: &Arc<Participant>,
+        deadline: Option<Instant>,
+        driver: &D,
+    ) -> Exit {
+        loop {
+            {
+                let mut st = lock(&self.state);
+                loop {
+                    st.remove_follower(p.id);
+                    let leading = st.leader == Some(p.id);
+                    let exit = if !p.unbound && p.is_complete() {
+                        Some(Exit::Completed)
+                    } else if st.shutdown {
+                        Some(Exit::Shutdown)
+                    } else if deadline.is_some_and(|d| Instant::now() >= d) {
+                        Some(Exit::TimedOut)
+                    } else {
+                        None
+                    };
+                    if let Some(exit) = exit {
+                        if leading {
+                            self.promote_locked(&mut st, driver);
+                        }
+                        return exit;
+                    }
+                    if leading {
+                        break;
+                    }
+                    if st.leader.is_none() {
+                        st.leader = Some(p.id);
+                        break;
+                    }
+                    st.followers.push(p.clone());
+                    st = match deadline {
+                        None => p.cv.wait(st).unwrap_or_else(|e| e.into_inner()),
+                        Some(d) => {
+                            let left = d.saturating_duration_since(Instant::now());
+                            p.cv.wait_timeout(st, left)
+                                .unwrap_or_else(|e| e.into_inner())
+                                .0
+                        }
+                    };
+                }
+            }
+            match driver.lead(p, deadline) {
+                Lead::Idle => {}
+                Lead::Upcall(u) => {
+                    self.step_down(p, driver);
+                    driver.run_upcall(u);
+                }
+                Lead::StepDown => {
+                    let mut st = lock(&self.state);
+                    if st.leader == Some(p.id) && st.followers.iter().any(|f| f.unbound) {
+                        self.promote_locked(&mut st, driver);
+                    }
+                }
+            }
+        }
+    }
+
+    fn promote_locked<D: Driver>(&self, st: &mut State, driver: &D) {
+        if let Some(next) = st.promote() {
+            driver.count_promotion();
+            next.cv.notify_one();
+        }
+    }
+
+    /// Gives up leadership (if `p` holds it) before running user code.
+    fn step_down<D: Driver>(&self, p: &Participant, driver: &D) {
+        let mut st = lock(&self.state);
+        if st.leader == Some(p.id) {
+            self.promote_locked(&mut st, driver);
+        }
+    }
+
+    /// Hands a completion to a bound participant and wakes it: its condition variable if it
+    /// sleeps as a follower, the reactor if it is the leader (unless `by` is that leader).
+    pub(crate) fn complete<D: Driver>(
+        &self,
+        q: &Participant,
+        c: Completion,
+        by: Option<u64>,
+        driver: &D,
+    ) {
+        {
+            let mut slot = lock(&q.slot);
+            if slot.is_some() {
+                return; // first completion wins (a reply racing a connection failure)
+            }
+            *slot = Some(c);
+        }
+        let st = lock(&self.state);
+        if st.leader == Some(q.id) {
+            if by != Some(q.id) {
+                drop(st);
+                driver.wake_leader();
+            }
+        } else if st.followers.iter().any(|f| f.id == q.id) {
+            driver.count_wakeup();
+            q.cv.notify_one();
+        }
+    }
+
+    /// Whether an idle unbound participant is waiting (a candidate for parked requests).
+    pub(crate) fn has_idle_unbound(&self) -> bool {
+        lock(&self.state).followers.iter().any(|f| f.unbound)
+    }
+
+    /// Ends the pool: every participant returns `Exit::Shutdown` (bound ones once woken).
+    pub(crate) fn shutdown<D: Driver>(&self, driver: &D) {
+        let st = {
+            let mut st = lock(&self.state);
+            st.shutdown = true;
+            std::mem::take(&mut st.followers)
+        };
+        for f in st {
+            f.cv.notify_one();
+        }
+        driver.wake_leader();
+    }
+
+    /// Whether `shutdown` was called.
+    pub(crate) fn is_shutdown(&self) -> bool {
+        lock(&self.state).shutdown
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Threaded tests of the pool with a scripted driver (no sockets): replies produced by the
+    //! leader are handed to the right waiters, leadership is never held twice, nobody hangs.
+    use super::*;
+    use crate::cdr::ByteOrder;
+    use crate::giop::{Body, ReplyHeader, ReplyStatus, ServiceContextList};
+    use std::collections::VecDeque;
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Duration;
+
+    fn reply(id: u32) -> Reply {
+        Reply {
+            header: ReplyHeader {
+                request_id: id,
+                status: ReplyStatus::NoException,
+                service_context: ServiceContextList::default(),
+            },
+            body: Body::empty(ByteOrder::Little),
+        }
+    }
+
+    /// A fake event source: a queue of (waiter, request id) "arrivals" plus upcall events.
+    struct Script {
+        lf: Arc<Lf>,
+        queue: Mutex<VecDeque<Event>>,
+        cv: Condvar,
+        leaders: AtomicUsize,
+        max_leaders: AtomicUsize,
+        upcalls: AtomicUsize,
+    }
+
+    enum Event {
+        Reply(Arc<Participant>, u32),
+        Upcall,
+    }
+
+    impl Driver for Script {
+        type Upcall = ();
+        fn lead(&self, p: &Arc<Participant>, deadline: Option<Instant>) -> Lead<()> {
+            let n = self.leaders.fetch_add(1, Ordering::SeqCst) + 1;
+            self.max_leaders.fetch_max(n, Ordering::SeqCst);
+            let ev = {
+                let mut q = lock(&self.queue);
+                if q.is_empty() {
+                    let wait = deadline
+                        .map(|d| d.saturating_duration_since(Instant::now()))
+                        .unwrap_or(Duration::from_millis(5))
+                        .min(Duration::from_millis(5));
+                    q = self.cv.wait_timeout(q, wait).unwrap().0;
+                }
+                q.pop_front()
+            };
+            self.leaders.fetch_sub(1, Ordering::SeqCst);
+            match ev {
+                Some(Event::Reply(w, id)) => {
+                    self.lf.complete(&w, Ok(reply(id)), Some(p.id), self);
+                    Lead::Idle
+                }
+                Some(Event::Upcall) => Lead::Upcall(()),
+                None => Lead::Idle,
+            }
+        }
+        fn run_upcall(&self, _u: ()) {
+            self.upcalls.fetch_add(1, Ordering::SeqCst);
+        }
+        fn wake_leader(&self) {
+            self.cv.notify_all();
+        }
+    }
+
+    #[test]
+    fn every_reply_reaches_its_waiter_and_one_leader_at_a_time() {
+        let lf = Arc::new(Lf::new());
+        let script = Arc::new(Script {
+            lf: lf.clone(),
+            queue: Mutex::new(VecDeque::new()),
+            cv: Condvar::new(),
+            leaders: AtomicUsize::new(0),
+            max_leaders: AtomicUsize::new(0),
+            upcalls: AtomicUsize::new(0),
+        });
+        // Two pool threads.
+        let pool: Vec<_> = (0..2)
+            .map(|_| {
+                let (lf, s) = (lf.clone(), script.clone());
+                std::thread::spawn(move || {
+                    let p = Participant::unbound();
+                    assert_eq!(lf.run(&p, None, &*s), Exit::Shutdown);
+                })
+            })
+            .collect();
+        let callers: Vec<_> = (0..8u32)
+            .map(|t| {
+                let (lf, s) = (lf.clone(), script.clone());
+                std::thread::spawn(move || {
+                    for i in 0..200u32 {
+                        let id = t * 1000 + i;
+                        let p = Participant::bound();
+                        {
+                            let mut q = lock(&s.queue);
+                            q.push_back(Event::Reply(p.clone(), id));
+                            if i % 7 == 0 {
+                                q.push_back(Event::Upcall);
+                            }
+                        }
+                        s.cv.notify_all();
+                        let deadline = Instant::now() + Duration::from_secs(20);
+                        assert_eq!(lf.run(&p, Some(deadline), &*s), Exit::Completed);
+                        let r = p.take().unwrap().unwrap();
+                        assert_eq!(r.header.request_id, id, "reply went to the wrong waiter");
+                    }
+                })
+            })
+            .collect();
+        for c in callers {
+            c.join().unwrap();
+        }
+        // Drain outstanding upcall events, then stop.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !lock(&script.queue).is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        lf.shutdown(&*script);
+        for t in pool {
+            t.join().unwrap();
+        }
+        assert_eq!(
+            script.max_leaders.load(Ordering::SeqCst),
+            1,
+            "two leaders at once"
+        );
+        assert_eq!(script.upcalls.load(Ordering::SeqCst), 8 * (200 / 7 + 1));
+    }
+
+    #[test]
+    fn a_timed_out_leader_passes_leadership_on() {
+        let lf = Arc::new(Lf::new());
+        let script = Arc::new(Script {
+            lf: lf.clone(),
+            queue: Mutex::new(VecDeque::new()),
+            cv: Condvar::new(),
+            leaders: AtomicUsize::new(0),
+            max_leaders: AtomicUsize::new(0),
+            upcalls: AtomicUsize::new(0),
+        });
+        // A waiter that times out (no reply ever comes) while another waits longer.
+        let p1 = Participant::bound();
+        let p2 = Participant::bound();
+        let (lf2, s2, p2c) = (lf.clone(), script.clone(), p2.clone());
+        let t = std::thread::spawn(move || {
+            lf2.run(&p2c, Some(Instant::now() + Duration::from_secs(10)), &*s2)
+        });
+        let exit = lf.run(
+            &p1,
+            Some(Instant::now() + Duration::from_millis(30)),
+            &*script,
+        );
+        assert_eq!(exit, Exit::TimedOut);
+        // p2 must now be able to lead and receive its reply.
+        lock(&script.queue).push_back(Event::Reply(p2.clone(), 7));
+        script.cv.notify_all();
+        assert_eq!(t.join().unwrap(), Exit::Completed);
+        assert_eq!(p2.take().unwrap().unwrap().header.request_id, 7);
+    }
+}

@@ -1,0 +1,219 @@
+//! The ORB's one event loop: a `mio::Poll` holding every listener, every connection and a
+//! waker, with tokens from a `slab`.
+//!
+//! Split as tokio's I/O driver is: the `Poll` and its `Events` buffer sit behind a mutex that
+//! only the Leader/Followers leader takes (so it is never contended); the `Registry`, the
+//! `Waker`, the token table and the ready list are shared, so any thread can register a new
+//! connection or wake the leader.
+//!
+//! A token is a slab index plus a generation (`gen << 32 | index`), so a stale event for a slot
+//! that was freed and reused is recognised and ignored.
+//!
+//! The ready list holds connections that may have more to give without a new readiness event:
+//! decoded frames not yet handled, or unread socket bytes (mio is edge-triggered; we stop
+//! reading at a budget). The leader serves it before polling.
+
+use crate::connection::{lock, Connection};
+use mio::net::TcpListener;
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Registry, Token, Waker};
+use slab::Slab;
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The waker's token (never a slab index).
+pub(crate) const WAKER: Token = Token(usize::MAX);
+
+/// What a token refers to.
+#[derive(Debug, Clone)]
+pub(crate) enum Entry {
+    Listener(Arc<TcpListener>),
+    Conn(Arc<Connection>),
+}
+
+#[derive(Debug)]
+struct Slot {
+    gen: u32,
+    entry: Entry,
+}
+
+/// One readiness event, resolved to its entry.
+#[derive(Debug)]
+pub(crate) struct Ready {
+    pub(crate) entry: Entry,
+    pub(crate) readable: bool,
+    pub(crate) writable: bool,
+    pub(crate) closed: bool,
+}
+
+/// The event loop's shared parts.
+#[derive(Debug)]
+pub(crate) struct Reactor {
+    poll: Mutex<(Poll, Events)>,
+    registry: Registry,
+    waker: Waker,
+    slots: Mutex<(Slab<Slot>, u32)>,
+    ready: Mutex<VecDeque<Arc<Connection>>>,
+}
+
+impl Reactor {
+    pub(crate) fn new() -> io::Result<Self> {
+        let poll = Poll::new()?;
+        let registry = poll.registry().try_clone()?;
+        let waker = Waker::new(poll.registry(), WAKER)?;
+        Ok(Reactor {
+            poll: Mutex::new((poll, Events::with_capacity(256))),
+            registry,
+            waker,
+            slots: Mutex::new((Slab::new(), 0)),
+            ready: Mutex::new(VecDeque::new()),
+        })
+    }
+
+    /// Reserves a token for an entry built by `make` (which gets the token).
+    pub(crate) fn insert<T>(&self, make: impl FnOnce(usize) -> (Entry, T)) -> T {
+        let mut g = lock(&self.slots);
+        let (slab, gen) = &mut *g;
+        *gen = gen.wrapping_add(1);
+        let gen_now = *gen;
+        let vacant = slab.vacant_entry();
+        let token = ((gen_now as usize) << 32) | vacant.key();
+        let (entry, out) = make(token);
+        vacant.insert(Slot {
+            gen: gen_now,
+            entry,
+        });
+        out
+    }
+
+    fn lookup(&self, token: usize) -> Option<Entry> {
+        let g = lock(&self.slots);
+        let idx = token & 0xffff_ffff;
+        let gen = (token >> 32) as u32;
+        g.0.get(idx)
+            .filter(|s| s.gen == gen)
+            .map(|s| s.entry.clone())
+    }
+
+    /// Forgets a token.
+    pub(crate) fn remove(&self, token: usize) {
+        let mut g = lock(&self.slots);
+        let idx = token & 0xffff_ffff;
+        let gen = (token >> 32) as u32;
+        if g.0.get(idx).is_some_and(|s| s.gen == gen) {
+            g.0.remove(idx);
+        }
+    }
+
+    /// Every entry (for shutdown).
+    pub(crate) fn entries(&self) -> Vec<Entry> {
+        lock(&self.slots)
+            .0
+            .iter()
+            .map(|(_, s)| s.entry.clone())
+            .collect()
+    }
+
+    /// Registers a socket's fd for `interest`.
+    pub(crate) fn register(
+        &self,
+        fd: &impl AsRawFd,
+        token: usize,
+        interest: Interest,
+    ) -> io::Result<()> {
+        self.registry
+            .register(&mut SourceFd(&fd.as_raw_fd()), Token(token), interest)
+    }
+
+    /// Changes a socket's interest.
+    pub(crate) fn reregister(
+        &self,
+        fd: &impl AsRawFd,
+        token: usize,
+        interest: Interest,
+    ) -> io::Result<()> {
+        self.registry
+            .reregister(&mut SourceFd(&fd.as_raw_fd()), Token(token), interest)
+    }
+
+    /// Removes a socket from the poll set.
+    pub(crate) fn deregister(&self, fd: &impl AsRawFd) {
+        let _ = self.registry.deregister(&mut SourceFd(&fd.as_raw_fd()));
+    }
+
+    /// Registers a listener under a new token.
+    pub(crate) fn add_listener(&self, mut l: TcpListener) -> io::Result<Arc<TcpListener>> {
+        let registry = &self.registry;
+        self.insert(|token| {
+            let r = registry.register(&mut l, Token(token), Interest::READABLE);
+            let l = Arc::new(l);
+            (Entry::Listener(l.clone()), r.map(|_| l))
+        })
+    }
+
+    /// Deregisters and drops every listener (stop accepting).
+    pub(crate) fn close_listeners(&self) {
+        let mut g = lock(&self.slots);
+        let keys: Vec<usize> =
+            g.0.iter()
+                .filter(|(_, s)| matches!(s.entry, Entry::Listener(_)))
+                .map(|(k, _)| k)
+                .collect();
+        for k in keys {
+            let slot = g.0.remove(k);
+            if let Entry::Listener(l) = slot.entry {
+                self.deregister(&*l);
+            }
+        }
+    }
+
+    /// Interrupts the leader's `poll`.
+    pub(crate) fn wake(&self) {
+        let _ = self.waker.wake();
+    }
+
+    /// Puts a connection on the ready list.
+    pub(crate) fn push_ready(&self, c: Arc<Connection>) {
+        lock(&self.ready).push_back(c);
+    }
+
+    /// Takes the next connection from the ready list.
+    pub(crate) fn pop_ready(&self) -> Option<Arc<Connection>> {
+        lock(&self.ready).pop_front()
+    }
+
+    /// Drops everything on the ready list.
+    pub(crate) fn clear_ready(&self) {
+        lock(&self.ready).clear();
+    }
+
+    /// Waits for readiness (leader only) and returns the resolved events. An empty result means
+    /// a wake-up or a timeout.
+    pub(crate) fn poll(&self, timeout: Option<Duration>) -> io::Result<Vec<Ready>> {
+        let mut g = lock(&self.poll);
+        let (poll, events) = &mut *g;
+        match poll.poll(events, timeout) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        }
+        let mut out = Vec::with_capacity(events.iter().count());
+        for ev in events.iter() {
+            if ev.token() == WAKER {
+                continue;
+            }
+            if let Some(entry) = self.lookup(ev.token().0) {
+                out.push(Ready {
+                    entry,
+                    readable: ev.is_readable() || ev.is_read_closed(),
+                    writable: ev.is_writable(),
+                    closed: ev.is_error() || (ev.is_read_closed() && ev.is_write_closed()),
+                });
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,98 @@
+//! Counters the ORB keeps about itself, readable by tests and operators ([`Orb::stats`]).
+//!
+//! [`Orb::stats`]: crate::Orb::stats
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+/// Live counters (relaxed atomics; a snapshot is consistent per field, not across fields).
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    pub(crate) connections_open: AtomicUsize,
+    pub(crate) connections_opened: AtomicU64,
+    pub(crate) connections_accepted: AtomicU64,
+    pub(crate) requests_sent: AtomicU64,
+    pub(crate) requests_received: AtomicU64,
+    pub(crate) replies_received: AtomicU64,
+    pub(crate) late_replies_dropped: AtomicU64,
+    pub(crate) leader_promotions: AtomicU64,
+    pub(crate) follower_wakeups: AtomicU64,
+    pub(crate) upcalls_cancelled: AtomicU64,
+    pub(crate) protocol_errors: AtomicU64,
+    pub(crate) read_buffer_bytes: AtomicUsize,
+    pub(crate) read_buffer_peak: AtomicUsize,
+    pub(crate) bytes_sent: AtomicU64,
+    pub(crate) bytes_received: AtomicU64,
+}
+
+/// A snapshot of an ORB's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OrbStats {
+    /// Connections open now (both directions).
+    pub connections_open: usize,
+    /// Connections this ORB opened, in total.
+    pub connections_opened: u64,
+    /// Connections this ORB accepted, in total.
+    pub connections_accepted: u64,
+    /// Requests sent (two-way, oneway, locate).
+    pub requests_sent: u64,
+    /// Requests received (including locate requests).
+    pub requests_received: u64,
+    /// Replies received and handed to their waiters.
+    pub replies_received: u64,
+    /// Replies that arrived for no waiter (after a timeout) and were dropped.
+    pub late_replies_dropped: u64,
+    /// Times a leader handed leadership to a follower.
+    pub leader_promotions: u64,
+    /// Times a sleeping follower was woken (promotion or reply hand-off).
+    pub follower_wakeups: u64,
+    /// Upcalls marked cancelled by a CancelRequest.
+    pub upcalls_cancelled: u64,
+    /// Connections closed for a protocol error.
+    pub protocol_errors: u64,
+    /// Bytes held in read buffers now (undecoded input and fragment chains).
+    pub read_buffer_bytes: usize,
+    /// The highest `read_buffer_bytes` seen.
+    pub read_buffer_peak: usize,
+    /// Bytes written to sockets.
+    pub bytes_sent: u64,
+    /// Bytes read from sockets.
+    pub bytes_received: u64,
+}
+
+impl Stats {
+    pub(crate) fn snapshot(&self) -> OrbStats {
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        OrbStats {
+            connections_open: self.connections_open.load(Ordering::Relaxed),
+            connections_opened: r(&self.connections_opened),
+            connections_accepted: r(&self.connections_accepted),
+            requests_sent: r(&self.requests_sent),
+            requests_received: r(&self.requests_received),
+            replies_received: r(&self.replies_received),
+            late_replies_dropped: r(&self.late_replies_dropped),
+            leader_promotions: r(&self.leader_promotions),
+            follower_wakeups: r(&self.follower_wakeups),
+            upcalls_cancelled: r(&self.upcalls_cancelled),
+            protocol_errors: r(&self.protocol_errors),
+            read_buffer_bytes: self.read_buffer_bytes.load(Ordering::Relaxed),
+            read_buffer_peak: self.read_buffer_peak.load(Ordering::Relaxed),
+            bytes_sent: r(&self.bytes_sent),
+            bytes_received: r(&self.bytes_received),
+        }
+    }
+
+    /// Records a connection's new buffered size (delta against what it reported before).
+    pub(crate) fn account_buffer(&self, previous: usize, now: usize) {
+        if now >= previous {
+            let v = self
+                .read_buffer_bytes
+                .fetch_add(now - previous, Ordering::Relaxed)
+                + (now - previous);
+            self.read_buffer_peak.fetch_max(v, Ordering::Relaxed);
+        } else {
+            self.read_buffer_bytes
+                .fetch_sub(previous - now, Ordering::Relaxed);
+        }
+    }
+}

@@ -1,0 +1,3 @@
+fn main() {
+    orb_codegen::compile_protos(&["proto/orbtest.proto"], &["proto"]).unwrap();
+}

@@ -1,0 +1,127 @@
+//! Shared support for the integration tests: the generated test services and servants.
+
+#![allow(missing_docs)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Generated from `proto/orbtest.proto`.
+pub mod orbtest {
+    include!(concat!(env!("OUT_DIR"), "/orbtest.rs"));
+}
+
+use orbtest::*;
+
+/// The echo servant: echoes, sleeps (watching for cancellation), panics, records oneways.
+#[derive(Default)]
+pub struct EchoServant {
+    pub notified: Mutex<Vec<Payload>>,
+    pub cancellations_seen: AtomicUsize,
+    pub balance: Mutex<u64>,
+}
+
+impl Echo for Arc<EchoServant> {
+    fn echo(&self, _ctx: &orb::Context, req: Payload) -> Result<Payload, orb::Exception> {
+        Ok(req)
+    }
+
+    fn sleep(&self, ctx: &orb::Context, req: SleepRequest) -> Result<SleepReply, orb::Exception> {
+        let until = Instant::now() + Duration::from_millis(req.millis.into());
+        while Instant::now() < until {
+            if ctx.is_cancelled() {
+                self.cancellations_seen.fetch_add(1, Ordering::SeqCst);
+                return Ok(SleepReply { cancelled: true });
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(SleepReply { cancelled: false })
+    }
+
+    fn panic(&self, _ctx: &orb::Context, _req: ()) -> Result<(), orb::Exception> {
+        panic!("servant panics on purpose");
+    }
+
+    fn notify(&self, _ctx: &orb::Context, req: Payload) -> Result<(), orb::Exception> {
+        self.notified.lock().unwrap().push(req);
+        Ok(())
+    }
+
+    fn withdraw(
+        &self,
+        _ctx: &orb::Context,
+        req: WithdrawRequest,
+    ) -> Result<Balance, EchoWithdrawError> {
+        let mut b = self.balance.lock().unwrap();
+        if req.amount > *b {
+            return Err(InsufficientFunds {
+                available: *b,
+                requested: req.amount,
+            }
+            .into());
+        }
+        *b -= req.amount;
+        Ok(Balance { amount: *b })
+    }
+}
+
+/// A node of the nested ping-pong: calls the peer back until depth 0.
+pub struct NodeServant {
+    pub name: &'static str,
+    pub orb: orb::Orb,
+    pub me: Mutex<Option<orb::ObjectRef>>,
+}
+
+impl Node for Arc<NodeServant> {
+    fn ping(&self, _ctx: &orb::Context, req: PingRequest) -> Result<PingReply, orb::Exception> {
+        let here = format!("{}@{:?}", self.name, std::thread::current().id());
+        if req.depth == 0 {
+            return Ok(PingReply {
+                depth_reached: 0,
+                trail: vec![here],
+            });
+        }
+        let peer = req.peer.clone().unwrap_or_default();
+        let me = self.me.lock().unwrap().clone();
+        let client = NodeClient::new(&self.orb, peer);
+        let mut reply = client.ping(PingRequest {
+            depth: req.depth - 1,
+            peer: me,
+        })?;
+        reply.depth_reached += 1;
+        reply.trail.push(here);
+        Ok(reply)
+    }
+}
+
+/// Activates a node servant in `orb` and returns its reference.
+pub fn activate_node(orb: &orb::Orb, name: &'static str) -> orb::ObjectRef {
+    let servant = Arc::new(NodeServant {
+        name,
+        orb: orb.clone(),
+        me: Mutex::new(None),
+    });
+    let r = orb.activate(name.as_bytes().to_vec(), NodeSkeleton::new(servant.clone()));
+    *servant.me.lock().unwrap() = Some(r.clone());
+    r
+}
+
+/// Activates an echo servant under key `echo`.
+pub fn activate_echo(orb: &orb::Orb) -> (Arc<EchoServant>, orb::ObjectRef) {
+    let s = Arc::new(EchoServant::default());
+    let r = orb.activate(&b"echo"[..], EchoSkeleton::new(s.clone()));
+    (s, r)
+}
+
+/// Payload bytes derived from (thread, call): any mix-up of replies shows.
+pub fn payload(thread: u32, call: u32, len: usize) -> Vec<u8> {
+    let mut x = (thread as u64) << 32 | call as u64 | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}

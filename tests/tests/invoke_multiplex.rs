@@ -1,0 +1,58 @@
+//! Many threads over ONE connection: every reply reaches the right caller.
+
+use orb_tests::orbtest::{EchoClient, Payload};
+use orb_tests::{activate_echo, payload};
+use std::sync::Arc;
+
+fn rand_len(seed: u64) -> usize {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    x ^= x >> 29;
+    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x ^= x >> 32;
+    (x % (64 * 1024)) as usize
+}
+
+#[test]
+fn sixty_four_threads_share_one_connection() {
+    let server = orb::Orb::builder().threads(2).build().unwrap();
+    let (_s, r) = activate_echo(&server);
+    let client_orb = orb::Orb::builder().threads(0).build().unwrap();
+    let client = Arc::new(EchoClient::new(&client_orb, r));
+    let threads: u32 = 64;
+    let calls: u32 = std::env::var("ORB_TEST_CALLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000);
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let client = client.clone();
+            std::thread::Builder::new()
+                .stack_size(8 << 20)
+                .spawn(move || {
+                    for c in 0..calls {
+                        let len = rand_len(((t as u64) << 32) | c as u64);
+                        let data = payload(t, c, len);
+                        let reply = client
+                            .echo(Payload {
+                                thread: t,
+                                call: c,
+                                data: data.clone(),
+                            })
+                            .unwrap_or_else(|e| panic!("thread {t} call {c}: {e}"));
+                        assert_eq!((reply.thread, reply.call), (t, c), "reply for another caller");
+                        assert!(reply.data == data, "payload mixed up at thread {t} call {c}");
+                    }
+                })
+                .unwrap()
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let cs = client_orb.stats();
+    assert_eq!(cs.connections_opened, 1, "all threads must share one connection");
+    assert_eq!(server.stats().connections_accepted, 1);
+    assert_eq!(cs.replies_received, u64::from(threads * calls));
+    client_orb.shutdown();
+    server.shutdown();
+}
