@@ -18,6 +18,7 @@ mod proxy;
 mod reactor;
 mod servant;
 mod stats;
+mod sync;
 
 pub use crate::orb::{Orb, OrbBuilder};
 pub use exception::{
