@@ -54,7 +54,12 @@ impl ByteOrder {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DecodeErrorKind {
     /// The data ended before the value did.
-    UnexpectedEof { needed: usize, remaining: usize },
+    UnexpectedEof {
+        /// Bytes the value needed.
+        needed: usize,
+        /// Bytes that were left.
+        remaining: usize,
+    },
     /// A CDR string had length 0 (must count its NUL) or did not end with a NUL.
     BadString,
     /// A string was not valid UTF-8 (we keep operation names, ids and hosts as `String`).

@@ -81,6 +81,7 @@ impl ReadState {
     }
 
     /// Takes received bytes and decodes every complete frame in them.
+    #[cfg(test)]
     pub(crate) fn handle_bytes(&mut self, data: &[u8]) -> Result<(), FrameError> {
         self.buf.extend_from_slice(data);
         self.decode_all()
@@ -223,6 +224,8 @@ pub(crate) struct Connection {
     pub(crate) write: Mutex<WriteState>,
     pub(crate) pending: Mutex<HashMap<u32, Arc<Participant>>>,
     pub(crate) running: Mutex<HashMap<u32, Context>>,
+    /// Senders waiting for the outgoing queue to drain below its bound.
+    pub(crate) drain_waiters: Mutex<Vec<Arc<Participant>>>,
     /// Upcalls from this connection that are running now (back-pressure).
     pub(crate) dispatching: AtomicUsize,
     /// The leader stopped reading because `dispatching` hit the limit.
@@ -256,6 +259,7 @@ impl Connection {
             write: Mutex::new(WriteState::default()),
             pending: Mutex::new(HashMap::new()),
             running: Mutex::new(HashMap::new()),
+            drain_waiters: Mutex::new(Vec::new()),
             dispatching: AtomicUsize::new(0),
             paused: AtomicBool::new(false),
             closed: AtomicBool::new(false),

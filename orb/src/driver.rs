@@ -202,7 +202,14 @@ impl OrbInner {
 
     fn flush(&self, c: &Arc<Connection>) {
         match c.flush(&self.stats, &self.reactor) {
-            Ok(_) => {}
+            Ok(_) => {
+                if c.queued_bytes() <= self.config.max_queued_bytes {
+                    let waiters: Vec<_> = lock(&c.drain_waiters).drain(..).collect();
+                    for w in waiters {
+                        self.lf.complete(&w, Ok(None), None, self);
+                    }
+                }
+            }
             Err(e) => self.close_connection(c, CloseCause::Io(e.to_string())),
         }
     }
@@ -267,7 +274,7 @@ impl OrbInner {
                 match waiter {
                     Some(w) => {
                         self.stats.replies_received.fetch_add(1, Ordering::Relaxed);
-                        self.lf.complete(&w, Ok(r), Some(p.id), self);
+                        self.lf.complete(&w, Ok(Some(r)), Some(p.id), self);
                     }
                     None => {
                         self.stats
@@ -526,7 +533,13 @@ impl OrbInner {
             }
             ReplyBody::System(e) => encode_system_exception(e, w),
         });
-        let _ = self.send_frame(conn, buf.freeze());
+        let deadline = Instant::now() + self.config.call_timeout;
+        if let Err(e) = self.send_frame_until(conn, buf.freeze(), deadline) {
+            if e.kind == SystemExceptionKind::TIMEOUT {
+                // The peer does not read its replies: give up on it.
+                self.close_connection(conn, CloseCause::Io("peer stopped reading".into()));
+            }
+        }
     }
 
     /// Sends a whole frame on `conn`; a failure closes the connection.
@@ -542,6 +555,39 @@ impl OrbInner {
                 self.close_connection(conn, CloseCause::Io(e.to_string()));
                 Err(SystemException::comm_failure(detail))
             }
+        }
+    }
+
+    /// Sends a whole frame on `conn`; a failure closes the connection. When the outgoing
+    /// queue is over its bound, waits (as a Leader/Followers participant, so this thread can
+    /// lead and flush) until it drains, at most until `deadline`.
+    pub(crate) fn send_frame_until(
+        &self,
+        conn: &Arc<Connection>,
+        frame: Bytes,
+        deadline: Instant,
+    ) -> Result<(), SystemException> {
+        self.send_frame(conn, frame)?;
+        if conn.queued_bytes() <= self.config.max_queued_bytes {
+            return Ok(());
+        }
+        let p = Participant::bound();
+        lock(&conn.drain_waiters).push(p.clone());
+        // Re-check after registering: the leader may have drained it meanwhile.
+        if conn.queued_bytes() <= self.config.max_queued_bytes || conn.is_closed() {
+            lock(&conn.drain_waiters).retain(|w| w.id != p.id);
+            return Ok(());
+        }
+        let exit = self.lf.run(&p, Some(deadline), self);
+        lock(&conn.drain_waiters).retain(|w| w.id != p.id);
+        match (exit, p.take()) {
+            (_, Some(Err(e))) => Err(e),
+            (_, Some(Ok(_))) | (crate::lf::Exit::Completed, None) => Ok(()),
+            (crate::lf::Exit::Shutdown, None) => Err(SystemException::shutdown()),
+            (crate::lf::Exit::TimedOut, None) => Err(SystemException::timeout(format!(
+                "outgoing queue to {} did not drain before the deadline",
+                conn.peer
+            ))),
         }
     }
 
@@ -609,7 +655,8 @@ impl OrbInner {
                 SystemException::comm_failure(format!("{} sent MessageError", conn.peer))
             }
         };
-        let waiters: Vec<_> = lock(&conn.pending).drain().map(|(_, w)| w).collect();
+        let mut waiters: Vec<_> = lock(&conn.pending).drain().map(|(_, w)| w).collect();
+        waiters.extend(lock(&conn.drain_waiters).drain(..));
         tracing::debug!(peer = %conn.peer, ?cause, waiters = waiters.len(), "connection closed");
         for w in waiters {
             self.lf.complete(&w, Err(exc.clone()), None, self);

@@ -224,7 +224,7 @@ impl OrbInner {
             // Registered before the request is written: the reply can arrive first.
             lock(&conn.pending).insert(request_id, p.clone());
         }
-        if let Err(e) = self.send_frame(&conn, buf.freeze()) {
+        if let Err(e) = self.send_frame_until(&conn, buf.freeze(), deadline) {
             lock(&conn.pending).remove(&request_id);
             return Err(e);
         }
@@ -249,7 +249,8 @@ impl OrbInner {
         }
         // Completed, or completed while we were giving up: the slot has the outcome.
         match p.take() {
-            Some(Ok(reply)) => Ok(Some(reply)),
+            Some(Ok(Some(reply))) => Ok(Some(reply)),
+            Some(Ok(None)) => Err(SystemException::internal("completed without a reply")),
             Some(Err(e)) => Err(e),
             None => Err(SystemException::internal(
                 "reply slot empty after completion",

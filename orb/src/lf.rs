@@ -50,8 +50,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// How a bound participant's wait ended.
-pub(crate) type Completion = Result<Reply, SystemException>;
+/// How a bound participant's wait ended: its reply, `None` for a wait that needs no reply
+/// (an outgoing queue drained below its bound), or the failure that ended it.
+pub(crate) type Completion = Result<Option<Reply>, SystemException>;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -363,7 +364,7 @@ mod tests {
             self.leaders.fetch_sub(1, Ordering::SeqCst);
             match ev {
                 Some(Event::Reply(w, id)) => {
-                    self.lf.complete(&w, Ok(reply(id)), Some(p.id), self);
+                    self.lf.complete(&w, Ok(Some(reply(id))), Some(p.id), self);
                     Lead::Idle
                 }
                 Some(Event::Upcall) => Lead::Upcall(()),
@@ -416,7 +417,7 @@ mod tests {
                         s.cv.notify_all();
                         let deadline = Instant::now() + Duration::from_secs(20);
                         assert_eq!(lf.run(&p, Some(deadline), &*s), Exit::Completed);
-                        let r = p.take().unwrap().unwrap();
+                        let r = p.take().unwrap().unwrap().unwrap();
                         assert_eq!(r.header.request_id, id, "reply went to the wrong waiter");
                     }
                 })
@@ -470,7 +471,7 @@ mod tests {
         lock(&script.queue).push_back(Event::Reply(p2.clone(), 7));
         script.cv.notify_all();
         assert_eq!(t.join().unwrap(), Exit::Completed);
-        assert_eq!(p2.take().unwrap().unwrap().header.request_id, 7);
+        assert_eq!(p2.take().unwrap().unwrap().unwrap().header.request_id, 7);
     }
 }
 
@@ -523,7 +524,7 @@ mod loom_tests {
             let upcall = std::mem::take(&mut *lock(&self.upcall_pending));
             self.leaders.fetch_sub(1, Ordering::SeqCst);
             if let Some((w, id)) = ev {
-                self.lf.complete(&w, Ok(reply(id)), Some(p.id), self);
+                self.lf.complete(&w, Ok(Some(reply(id))), Some(p.id), self);
             }
             if upcall {
                 Lead::Upcall(())
@@ -562,7 +563,7 @@ mod loom_tests {
                     let (lf, n) = (lf.clone(), n.clone());
                     loom::thread::spawn(move || {
                         assert_eq!(lf.run(&p, None, &*n), Exit::Completed);
-                        let r = p.take().unwrap().unwrap();
+                        let r = p.take().unwrap().unwrap().unwrap();
                         assert_eq!(r.header.request_id, id);
                     })
                 })
@@ -595,7 +596,7 @@ mod loom_tests {
                     let (lf, n) = (lf.clone(), n.clone());
                     loom::thread::spawn(move || {
                         assert_eq!(lf.run(&p, None, &*n), Exit::Completed);
-                        assert_eq!(p.take().unwrap().unwrap().header.request_id, id);
+                        assert_eq!(p.take().unwrap().unwrap().unwrap().header.request_id, id);
                     })
                 })
                 .collect();
@@ -630,7 +631,7 @@ mod loom_tests {
                 let (lf, n, p) = (lf.clone(), n.clone(), p.clone());
                 loom::thread::spawn(move || {
                     assert_eq!(lf.run(&p, None, &*n), Exit::Completed);
-                    assert_eq!(p.take().unwrap().unwrap().header.request_id, 9);
+                    assert_eq!(p.take().unwrap().unwrap().unwrap().header.request_id, 9);
                 })
             };
             lock(&n.inbox).0.push_back((p, 9));

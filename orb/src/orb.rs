@@ -241,6 +241,9 @@ impl OrbBuilder {
 /// Endpoint key of the outbound connection cache: host as written in the IOR, and port.
 pub(crate) type Endpoint = (String, u16);
 
+/// The connection to one endpoint; its lock is held while connecting.
+pub(crate) type EndpointSlot = Arc<Mutex<Option<Arc<Connection>>>>;
+
 /// Shared state of one ORB.
 #[derive(Debug)]
 pub(crate) struct OrbInner {
@@ -253,7 +256,7 @@ pub(crate) struct OrbInner {
     pub(crate) stats: Stats,
     /// One slot per remote endpoint; the slot's lock is held while connecting, so concurrent
     /// callers share one connection.
-    pub(crate) outbound: Mutex<HashMap<Endpoint, Arc<Mutex<Option<Arc<Connection>>>>>>,
+    pub(crate) outbound: Mutex<HashMap<Endpoint, EndpointSlot>>,
     /// Requests read by a bound leader while nested upcalls are disabled, waiting for a pool
     /// thread.
     pub(crate) parked: Mutex<std::collections::VecDeque<crate::driver::Upcall>>,
