@@ -1,1 +1,76 @@
-//! placeholder
+//! Build-script code generator for orb: `.proto` services to servant traits, skeletons and
+//! client stubs; messages by prost.
+//!
+//! # Use
+//!
+//! `Cargo.toml`:
+//!
+//! ```toml
+//! [dependencies]
+//! orb = "0.1"
+//! prost = "0.14"
+//! prost-types = "0.14"   # if the .proto files use google.protobuf types
+//!
+//! [build-dependencies]
+//! orb-codegen = "0.1"
+//! ```
+//!
+//! `build.rs` (no `protoc` needed: protox parses the files):
+//!
+//! ```no_run
+//! fn main() -> std::io::Result<()> {
+//!     orb_codegen::compile_protos(&["proto/echo.proto"], &["proto"])
+//! }
+//! ```
+//!
+//! `src/lib.rs`, for `package demo;`:
+//!
+//! ```ignore
+//! pub mod demo {
+//!     include!(concat!(env!("OUT_DIR"), "/demo.rs"));
+//! }
+//! ```
+//!
+//! (or set [`Builder::include_file`] and include that one file, which declares the modules of
+//! all packages).
+//!
+//! # What is generated
+//!
+//! For `service Echo { rpc Echo(Msg) returns (Msg); }` in package `demo`
+//! (repository id `IDL:demo/Echo:1.0`, operation name on the wire `Echo`):
+//!
+//! - `pub trait Echo: Send + Sync + 'static` with
+//!   `fn echo(&self, ctx: &Context, req: Msg) -> Result<Msg, Exception>`: the servant trait,
+//!   carrying the proto comments; also implemented for `Arc<T>`.
+//! - `pub struct EchoSkeleton<T: Echo>(pub T)`: implements `orb::Servant` (dispatch by
+//!   operation name; MARSHAL for undecodable requests, BAD_OPERATION for unknown operations);
+//!   `new`, `into_servant() -> Arc<dyn Servant>`, `REPOSITORY_ID`.
+//! - `pub struct EchoClient`: the stub. `new(&orb, obj)` (unchecked), `narrow(&orb, obj)`
+//!   (checks the type id, else asks the object `_is_a`), `object_ref()`, `REPOSITORY_ID`, and
+//!   per operation `echo(req)` and `echo_with_timeout(req, timeout)`.
+//!
+//! Method options from `orb/options.proto` (`import "orb/options.proto";` works without an
+//! include path):
+//!
+//! - `option (orb.oneway) = true;` (the method returns `google.protobuf.Empty`): the servant
+//!   returns `Result<(), Exception>`; the client method sends and returns
+//!   `Result<(), SystemException>` at once.
+//! - `option (orb.raises) = "Oops";` (repeatable): an enum `EchoEchoError { Oops(Oops), System(..) }`
+//!   is the error type of both the servant method and the client method. The skeleton sends a
+//!   user variant as a USER_EXCEPTION with repository id `IDL:demo/Oops:1.0`; the client
+//!   decodes it back by that id.
+//!
+//! Object references travel in messages as `orb.ObjectRef`, mapped to `orb::ObjectRef`.
+//!
+//! Streaming methods are an error (CORBA operations are request/reply) unless
+//! [`Builder::skip_streaming`] is set.
+#![warn(missing_docs)]
+
+mod builder;
+mod gen;
+mod service_generator;
+
+pub use builder::{compile_protos, configure, Builder, Report};
+pub use gen::{generate_service, service_tokens};
+pub use orb_idl as idl;
+pub use service_generator::Generator;

@@ -224,6 +224,10 @@ pub(crate) struct Connection {
     pub(crate) write: Mutex<WriteState>,
     pub(crate) pending: Mutex<HashMap<u32, Arc<Participant>>>,
     pub(crate) running: Mutex<HashMap<u32, Context>>,
+    /// Endpoints the peer announced with BI_DIR_IIOP (calls to them use this connection).
+    pub(crate) bidir_endpoints: Mutex<Vec<(String, u16)>>,
+    /// Whether we sent our BI_DIR_IIOP listen points on this (outbound) connection.
+    pub(crate) bidir_announced: AtomicBool,
     /// Senders waiting for the outgoing queue to drain below its bound.
     pub(crate) drain_waiters: Mutex<Vec<Arc<Participant>>>,
     /// Upcalls from this connection that are running now (back-pressure).
@@ -260,6 +264,8 @@ impl Connection {
             pending: Mutex::new(HashMap::new()),
             running: Mutex::new(HashMap::new()),
             drain_waiters: Mutex::new(Vec::new()),
+            bidir_endpoints: Mutex::new(Vec::new()),
+            bidir_announced: AtomicBool::new(false),
             dispatching: AtomicUsize::new(0),
             paused: AtomicBool::new(false),
             closed: AtomicBool::new(false),

@@ -12,8 +12,8 @@ use crate::exception::{
 };
 use crate::giop::{
     context_id, encode_system_exception, write_locate_reply, write_message_error, write_reply,
-    Deadline, Frame, FrameError, LocateStatus, Message, ReplyHeader, ReplyStatus, Request,
-    ServiceContextList, Version,
+    BiDirListenPoints, Deadline, Frame, FrameError, LocateStatus, Message, ReplyHeader,
+    ReplyStatus, Request, ServiceContextList, Version,
 };
 use crate::ior::ObjectRef;
 use crate::lf::{Driver, Lead, Participant};
@@ -43,6 +43,63 @@ thread_local! {
     static DEPTH: Cell<usize> = const { Cell::new(0) };
     /// Deadline of the upcall this thread is serving (nested calls inherit it).
     static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// Connections of the upcalls on this thread's stack, innermost last.
+    static UPCALL_CONNS: std::cell::RefCell<Vec<Arc<Connection>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// While alive, the innermost upcall on this thread does not count against its connection's
+/// dispatch limit: it is waiting for a nested call, not running. Without this, nested
+/// callbacks deeper than `max_dispatches_per_connection` would pause the very connection
+/// that carries the replies and requests they wait for.
+pub(crate) struct SuspendedDispatch<'a> {
+    orb: &'a OrbInner,
+    conn: Option<Arc<Connection>>,
+}
+
+impl OrbInner {
+    /// Suspends the current upcall's dispatch slot (if this thread is in one).
+    pub(crate) fn suspend_dispatch(&self) -> SuspendedDispatch<'_> {
+        let conn = UPCALL_CONNS.with(|c| c.borrow().last().cloned());
+        if let Some(c) = &conn {
+            self.dispatch_finished(c);
+        }
+        SuspendedDispatch { orb: self, conn }
+    }
+
+    /// Counts a dispatch starting on `conn`; pauses reading it at the limit.
+    fn dispatch_started(&self, conn: &Arc<Connection>) {
+        let max = self.config.max_dispatches_per_connection;
+        let n = conn.dispatching.fetch_add(1, Ordering::AcqRel) + 1;
+        if n >= max {
+            conn.paused.store(true, Ordering::Release);
+            // A dispatch may have finished between the increment and the store.
+            if conn.dispatching.load(Ordering::Acquire) < max
+                && conn.paused.swap(false, Ordering::AcqRel)
+            {
+                self.reactor.push_ready(conn.clone());
+                self.reactor.wake();
+            }
+        }
+    }
+
+    /// Counts a dispatch ending on `conn`; resumes reading it below the limit.
+    fn dispatch_finished(&self, conn: &Arc<Connection>) {
+        let left = conn.dispatching.fetch_sub(1, Ordering::AcqRel) - 1;
+        if left < self.config.max_dispatches_per_connection
+            && conn.paused.swap(false, Ordering::AcqRel)
+        {
+            self.reactor.push_ready(conn.clone());
+            self.reactor.wake();
+        }
+    }
+}
+
+impl Drop for SuspendedDispatch<'_> {
+    fn drop(&mut self) {
+        if let Some(c) = &self.conn {
+            self.orb.dispatch_started(c);
+        }
+    }
 }
 
 /// Upcalls running on the current thread.
@@ -287,6 +344,12 @@ impl OrbInner {
             }
             Message::Request(request) => {
                 self.stats.requests_received.fetch_add(1, Ordering::Relaxed);
+                if self.config.bidir && conn.origin == Origin::Inbound {
+                    if let Some(data) = request.header.service_context.get(context_id::BI_DIR_IIOP)
+                    {
+                        self.accept_bidir(conn, data);
+                    }
+                }
                 if current_depth() >= self.config.max_nesting_depth {
                     if request.header.response_expected() {
                         let id = request.header.request_id;
@@ -299,17 +362,7 @@ impl OrbInner {
                     }
                     return Handled::Done;
                 }
-                let n = conn.dispatching.fetch_add(1, Ordering::AcqRel) + 1;
-                if n >= self.config.max_dispatches_per_connection {
-                    conn.paused.store(true, Ordering::Release);
-                    // An upcall may have finished between the increment and the store.
-                    if conn.dispatching.load(Ordering::Acquire)
-                        < self.config.max_dispatches_per_connection
-                        && conn.paused.swap(false, Ordering::AcqRel)
-                    {
-                        self.reactor.push_ready(conn.clone());
-                    }
-                }
+                self.dispatch_started(conn);
                 self.upcalls_running.fetch_add(1, Ordering::AcqRel);
                 let u = Upcall {
                     conn: conn.clone(),
@@ -370,6 +423,35 @@ impl OrbInner {
         }
     }
 
+    /// Records the listen points a peer announced on a connection it opened: calls to those
+    /// endpoints then go over this connection (with odd request ids) instead of a new one.
+    /// Host strings are compared textually, as omniORB does (WIRE-GIOP §5.1).
+    fn accept_bidir(&self, conn: &Arc<Connection>, data: &[u8]) {
+        let points = match BiDirListenPoints::from_context_data(data) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(peer = %conn.peer, error = %e, "malformed BI_DIR_IIOP context ignored");
+                return;
+            }
+        };
+        for (host, port) in points.0 {
+            let ep = (host, port);
+            let slot = {
+                let mut map = lock(&self.outbound);
+                map.entry(ep.clone())
+                    .or_insert_with(|| Arc::new(std::sync::Mutex::new(None)))
+                    .clone()
+            };
+            let mut s = lock(&slot);
+            if s.as_ref().is_some_and(|c| !c.is_closed()) {
+                continue; // a live connection to that endpoint exists; keep using it
+            }
+            tracing::debug!(peer = %conn.peer, host = %ep.0, port = ep.1, "bidirectional GIOP: calls to this endpoint reuse the connection");
+            *s = Some(conn.clone());
+            lock(&conn.bidir_endpoints).push(ep);
+        }
+    }
+
     /// Runs one request on the current thread and sends its reply.
     fn upcall(&self, u: Upcall) {
         let Upcall {
@@ -409,6 +491,7 @@ impl OrbInner {
             v
         });
         let outer_deadline = DEADLINE.with(|d| d.replace(deadline));
+        UPCALL_CONNS.with(|c| c.borrow_mut().push(conn.clone()));
         let body = catch_unwind(AssertUnwindSafe(|| self.dispatch(&request, &key, &ctx)))
             .unwrap_or_else(|panic| {
                 let what = panic
@@ -426,6 +509,7 @@ impl OrbInner {
                     .with_detail(format!("servant panicked: {what}")),
                 )
             });
+        UPCALL_CONNS.with(|c| c.borrow_mut().pop());
         DEADLINE.with(|d| d.set(outer_deadline));
         DEPTH.with(|d| d.set(depth));
         if twoway {
@@ -437,13 +521,7 @@ impl OrbInner {
             }
         }
         drop(_enter);
-        let left = conn.dispatching.fetch_sub(1, Ordering::AcqRel) - 1;
-        if left < self.config.max_dispatches_per_connection
-            && conn.paused.swap(false, Ordering::AcqRel)
-        {
-            self.reactor.push_ready(conn.clone());
-            self.reactor.wake();
-        }
+        self.dispatch_finished(&conn);
         if self.upcalls_running.fetch_sub(1, Ordering::AcqRel) == 1 {
             let (m, cv) = &self.upcalls_done;
             let _g = lock(m);
@@ -621,8 +699,14 @@ impl OrbInner {
         self.stats.connections_open.fetch_sub(1, Ordering::Relaxed);
         let held = conn.accounted.swap(0, Ordering::Relaxed);
         self.stats.account_buffer(held, 0);
+        // Forget it in the connection cache: its own endpoint if we opened it, and any
+        // endpoints the peer announced over BiDir if it opened it.
+        let mut endpoints = lock(&conn.bidir_endpoints).clone();
         if let Origin::Outbound(host, port) = &conn.origin {
-            let slot = lock(&self.outbound).get(&(host.clone(), *port)).cloned();
+            endpoints.push((host.clone(), *port));
+        }
+        for ep in endpoints {
+            let slot = lock(&self.outbound).get(&ep).cloned();
             if let Some(slot) = slot {
                 let mut s = lock(&slot);
                 if s.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) {

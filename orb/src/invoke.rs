@@ -9,8 +9,8 @@ use crate::exception::{
     minor, CompletionStatus, Exception, SystemException, SystemExceptionKind, UserException,
 };
 use crate::giop::{
-    decode_system_exception, write_cancel_request, write_request, Deadline, Reply, ReplyStatus,
-    RequestHeader, ServiceContextList, TargetAddress, Version,
+    decode_system_exception, write_cancel_request, write_request, BiDirListenPoints, Deadline,
+    Reply, ReplyStatus, RequestHeader, ServiceContextList, TargetAddress, Version,
 };
 use crate::ior::ObjectRef;
 use crate::lf::{Exit, Participant};
@@ -210,6 +210,21 @@ impl OrbInner {
         if twoway && version >= Version::V1_1 {
             contexts.0.push(Deadline(remaining).to_context());
         }
+        if self.config.bidir
+            && version >= Version::V1_2
+            && matches!(conn.origin, Origin::Outbound(..))
+            && !self.listen_addrs.is_empty()
+            && !conn.bidir_announced.swap(true, Ordering::AcqRel)
+        {
+            // Once per connection, as omniORB does: the peer may call our objects back over
+            // this connection instead of opening one to us.
+            let points = self
+                .listen_addrs
+                .iter()
+                .map(|a| (self.host.clone(), a.port()))
+                .collect();
+            contexts.0.push(BiDirListenPoints(points).to_context());
+        }
         let header = RequestHeader {
             request_id,
             response_flags: if twoway { 0x03 } else { 0x00 },
@@ -232,7 +247,10 @@ impl OrbInner {
         let Some(p) = participant else {
             return Ok(None);
         };
-        let exit = self.lf.run(&p, Some(deadline), self);
+        let exit = {
+            let _suspended = self.suspend_dispatch();
+            self.lf.run(&p, Some(deadline), self)
+        };
         if exit != Exit::Completed && lock(&conn.pending).remove(&request_id).is_some() {
             // Nobody will complete it now.
             if exit == Exit::TimedOut {

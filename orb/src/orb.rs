@@ -33,6 +33,7 @@ pub(crate) struct Config {
     pub(crate) shutdown_grace: Duration,
     pub(crate) thread_stack_size: usize,
     pub(crate) max_queued_bytes: usize,
+    pub(crate) bidir: bool,
 }
 
 impl Default for Config {
@@ -50,6 +51,7 @@ impl Default for Config {
             shutdown_grace: Duration::from_secs(5),
             thread_stack_size: 64 << 20,
             max_queued_bytes: 64 << 20,
+            bidir: true,
         }
     }
 }
@@ -168,6 +170,16 @@ impl OrbBuilder {
     #[must_use]
     pub fn thread_stack_size(mut self, bytes: usize) -> Self {
         self.config.thread_stack_size = bytes;
+        self
+    }
+
+    /// Bidirectional GIOP (default on): announce our listen points on connections we open, so
+    /// the peer calls our objects back over them, and accept such announcements from peers,
+    /// calling their objects over the connection they opened. Listen points are not
+    /// authenticated: accepting them trusts the peer (CORBA 3.0 §15.8).
+    #[must_use]
+    pub fn bidir(mut self, enabled: bool) -> Self {
+        self.config.bidir = enabled;
         self
     }
 

@@ -26,7 +26,13 @@ fn server_survives_bad_peers() {
     let client_orb = orb::Orb::builder().threads(0).build().unwrap();
     let good = EchoClient::new(&client_orb, r);
     let check = |i: u32| {
-        let reply = good.echo(Payload { thread: 0, call: i, data: vec![i as u8; 100] }).unwrap();
+        let reply = good
+            .echo(Payload {
+                thread: 0,
+                call: i,
+                data: vec![i as u8; 100],
+            })
+            .unwrap();
         assert_eq!(reply.call, i);
     };
     check(0);
@@ -41,14 +47,16 @@ fn server_survives_bad_peers() {
 
     // A header announcing 4 GiB: refused without allocating it.
     let mut s = TcpStream::connect(addr).unwrap();
-    s.write_all(b"GIOP\x01\x02\x01\x00\xff\xff\xff\xff").unwrap();
+    s.write_all(b"GIOP\x01\x02\x01\x00\xff\xff\xff\xff")
+        .unwrap();
     let got = read_all(&mut s);
     assert_eq!(got.get(7), Some(&6), "expected MessageError");
     check(2);
 
     // A Fragment that continues nothing.
     let mut s = TcpStream::connect(addr).unwrap();
-    s.write_all(b"GIOP\x01\x02\x01\x07\x04\x00\x00\x00\x05\x00\x00\x00").unwrap();
+    s.write_all(b"GIOP\x01\x02\x01\x07\x04\x00\x00\x00\x05\x00\x00\x00")
+        .unwrap();
     let got = read_all(&mut s);
     assert_eq!(got.get(7), Some(&6), "expected MessageError");
     check(3);
@@ -81,7 +89,11 @@ fn server_survives_bad_peers() {
     let st = server.stats();
     assert!(st.protocol_errors >= 3, "{st:?}");
     // Buffer accounting: never more than a couple of messages' worth held at once.
-    assert!(st.read_buffer_peak <= 4 << 20, "read buffers peaked at {}", st.read_buffer_peak);
+    assert!(
+        st.read_buffer_peak <= 4 << 20,
+        "read buffers peaked at {}",
+        st.read_buffer_peak
+    );
     assert_eq!(st.read_buffer_bytes, 0, "{st:?}");
     client_orb.shutdown();
     server.shutdown();

@@ -2,9 +2,7 @@
 
 use orb::SystemExceptionKind as K;
 use orb_tests::activate_echo;
-use orb_tests::orbtest::{
-    EchoClient, EchoWithdrawError, Payload, SleepRequest, WithdrawRequest,
-};
+use orb_tests::orbtest::{EchoClient, EchoWithdrawError, Payload, SleepRequest, WithdrawRequest};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -18,7 +16,13 @@ fn servant_panic_is_unknown_and_the_next_call_works() {
     let c = EchoClient::new(&client_orb, r);
     let err = c.panic(()).unwrap_err();
     assert_eq!(err.kind(), Some(K::UNKNOWN), "{err}");
-    let reply = c.echo(Payload { thread: 1, call: 2, data: vec![3] }).unwrap();
+    let reply = c
+        .echo(Payload {
+            thread: 1,
+            call: 2,
+            data: vec![3],
+        })
+        .unwrap();
     assert_eq!(reply.data, vec![3]);
     client_orb.shutdown();
     server.shutdown();
@@ -31,7 +35,10 @@ fn user_exception_arrives_typed() {
     *s.balance.lock().unwrap() = 100;
     let client_orb = orb::Orb::builder().threads(0).build().unwrap();
     let c = EchoClient::new(&client_orb, r);
-    assert_eq!(c.withdraw(WithdrawRequest { amount: 30 }).unwrap().amount, 70);
+    assert_eq!(
+        c.withdraw(WithdrawRequest { amount: 30 }).unwrap().amount,
+        70
+    );
     match c.withdraw(WithdrawRequest { amount: 500 }) {
         Err(EchoWithdrawError::InsufficientFunds(e)) => {
             assert_eq!((e.available, e.requested), (70, 500));
@@ -53,7 +60,9 @@ fn unknown_object_and_operation_and_bad_parameters() {
         .unwrap_err();
     assert_eq!(err.kind(), Some(K::OBJECT_NOT_EXIST), "{err}");
     let proxy = orb::ObjectProxy::new(&client_orb, r.clone());
-    let err = proxy.invoke("NoSuchOp", bytes::Bytes::new(), None).unwrap_err();
+    let err = proxy
+        .invoke("NoSuchOp", bytes::Bytes::new(), None)
+        .unwrap_err();
     assert_eq!(err.kind(), Some(K::BAD_OPERATION), "{err}");
     let err = proxy
         .invoke("Echo", bytes::Bytes::from_static(&[0xff, 0xff, 0xff]), None)
@@ -62,7 +71,9 @@ fn unknown_object_and_operation_and_bad_parameters() {
     assert!(proxy.is_a("IDL:orbtest/Echo:1.0").unwrap());
     assert!(!proxy.is_a("IDL:orbtest/Node:1.0").unwrap());
     assert!(!proxy.non_existent().unwrap());
-    assert!(orb::ObjectProxy::new(&client_orb, ghost).non_existent().unwrap());
+    assert!(orb::ObjectProxy::new(&client_orb, ghost)
+        .non_existent()
+        .unwrap());
     client_orb.shutdown();
     server.shutdown();
 }
@@ -70,10 +81,16 @@ fn unknown_object_and_operation_and_bad_parameters() {
 #[test]
 fn connect_failure_is_transient() {
     // A port nobody listens on: bind, note the port, close.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let client_orb = orb::Orb::builder().threads(0).build().unwrap();
     let r = orb::ObjectRef::new("IDL:orbtest/Echo:1.0", "127.0.0.1", port, &b"echo"[..]);
-    let err = EchoClient::new(&client_orb, r).echo(Payload::default()).unwrap_err();
+    let err = EchoClient::new(&client_orb, r)
+        .echo(Payload::default())
+        .unwrap_err();
     assert_eq!(err.kind(), Some(K::TRANSIENT), "{err}");
     assert!(err.to_string().contains("connect"), "{err}");
     client_orb.shutdown();
@@ -92,12 +109,25 @@ fn timeout_cancels_and_the_connection_keeps_working() {
     let took = started.elapsed();
     assert_eq!(err.kind(), Some(K::TIMEOUT), "{err}");
     assert!(took < Duration::from_millis(300), "timeout took {took:?}");
-    let reply = c.echo(Payload { thread: 9, call: 9, data: vec![1, 2] }).unwrap();
+    let reply = c
+        .echo(Payload {
+            thread: 9,
+            call: 9,
+            data: vec![1, 2],
+        })
+        .unwrap();
     assert_eq!(reply.data, vec![1, 2]);
     // The server saw the CancelRequest.
     let deadline = Instant::now() + Duration::from_secs(3);
-    while s.cancellations_seen.load(std::sync::atomic::Ordering::SeqCst) == 0 {
-        assert!(Instant::now() < deadline, "server never saw the cancellation");
+    while s
+        .cancellations_seen
+        .load(std::sync::atomic::Ordering::SeqCst)
+        == 0
+    {
+        assert!(
+            Instant::now() < deadline,
+            "server never saw the cancellation"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     // Its late reply, if any, is dropped and counted, never delivered.
@@ -116,7 +146,11 @@ fn spawn_server(port: u16) -> (Child, String) {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let ior = line.trim().strip_prefix("READY ").expect("server ready").to_string();
+    let ior = line
+        .trim()
+        .strip_prefix("READY ")
+        .expect("server ready")
+        .to_string();
     (child, ior)
 }
 
@@ -145,10 +179,19 @@ fn server_killed_mid_call_fails_every_waiter_fast_then_recovers() {
         let (r, at) = w.join().unwrap();
         let err = r.unwrap_err();
         assert_eq!(err.kind(), Some(K::COMM_FAILURE), "{err}");
-        assert!(at.duration_since(killed) < Duration::from_secs(1), "waiter woke late");
+        assert!(
+            at.duration_since(killed) < Duration::from_secs(1),
+            "waiter woke late"
+        );
     }
     let (mut child, _) = spawn_server(port);
-    let reply = c.echo(Payload { thread: 1, call: 1, data: vec![7] }).unwrap();
+    let reply = c
+        .echo(Payload {
+            thread: 1,
+            call: 1,
+            data: vec![7],
+        })
+        .unwrap();
     assert_eq!(reply.data, vec![7]);
     child.kill().unwrap();
     child.wait().unwrap();

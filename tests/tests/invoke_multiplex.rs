@@ -39,8 +39,15 @@ fn sixty_four_threads_share_one_connection() {
                                 data: data.clone(),
                             })
                             .unwrap_or_else(|e| panic!("thread {t} call {c}: {e}"));
-                        assert_eq!((reply.thread, reply.call), (t, c), "reply for another caller");
-                        assert!(reply.data == data, "payload mixed up at thread {t} call {c}");
+                        assert_eq!(
+                            (reply.thread, reply.call),
+                            (t, c),
+                            "reply for another caller"
+                        );
+                        assert!(
+                            reply.data == data,
+                            "payload mixed up at thread {t} call {c}"
+                        );
                     }
                 })
                 .unwrap()
@@ -50,7 +57,10 @@ fn sixty_four_threads_share_one_connection() {
         h.join().unwrap();
     }
     let cs = client_orb.stats();
-    assert_eq!(cs.connections_opened, 1, "all threads must share one connection");
+    assert_eq!(
+        cs.connections_opened, 1,
+        "all threads must share one connection"
+    );
     assert_eq!(server.stats().connections_accepted, 1);
     assert_eq!(cs.replies_received, u64::from(threads * calls));
     client_orb.shutdown();

@@ -36,7 +36,11 @@ fn depth_200_with_zero_and_one_pool_threads() {
         }
         // A has no pool thread: every A level ran on this (the calling) thread.
         let me = format!("A@{:?}", std::thread::current().id());
-        assert!(reply.trail.iter().filter(|t| t.starts_with("A@")).all(|t| *t == me));
+        assert!(reply
+            .trail
+            .iter()
+            .filter(|t| t.starts_with("A@"))
+            .all(|t| *t == me));
         a.shutdown();
         b.shutdown();
     });

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn open_fds() -> usize {
-    std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0)
+    std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count())
+        .unwrap_or(0)
 }
 
 #[test]
@@ -33,7 +35,10 @@ fn server_shutdown_with_16_calls_in_flight() {
     std::thread::sleep(Duration::from_millis(100));
     let started = Instant::now();
     server.shutdown();
-    assert!(started.elapsed() < Duration::from_secs(3), "shutdown overran the grace period");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "shutdown overran the grace period"
+    );
     for h in calls {
         // Either the reply (the upcall finished in the grace period) or an error.
         let _ = h.join().expect("caller thread returned");
@@ -66,5 +71,9 @@ fn client_shutdown_wakes_its_waiters_and_leaves_nothing_open() {
     server.shutdown();
     drop((c, client_orb, server));
     // Poll fds: epoll and eventfd of the two ORBs are gone too once the last handle drops.
-    assert!(open_fds() <= before, "fds leaked: {} > {before}", open_fds());
+    assert!(
+        open_fds() <= before,
+        "fds leaked: {} > {before}",
+        open_fds()
+    );
 }

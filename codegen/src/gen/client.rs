@@ -1,0 +1,171 @@
+//! The client stub: `{Service}Client` wraps an `ObjectProxy` and has one blocking method per
+//! operation (plus a `_with_timeout` variant for two-way operations).
+
+use super::{client_method_idents, docs_with, naming_allows, rust_type, Names};
+use crate::gen::servant::servant_result;
+use orb_idl::{Method, Service};
+use proc_macro2::TokenStream;
+use quote::quote;
+
+pub(super) fn client(service: &Service, names: &Names) -> TokenStream {
+    let client = &names.client;
+    let repository_id = &service.repository_id;
+    let docs = docs_with(
+        &service.docs,
+        &[
+            format!(
+                "Client stub for `{}` (`{repository_id}`): blocking calls on a remote or \
+                 collocated object.",
+                service.full_name()
+            ),
+            String::new(),
+            "Make one from an object reference with [`narrow`](Self::narrow) (checks the \
+             type) or [`new`](Self::new) (does not). Cheap to clone."
+                .to_string(),
+        ],
+    );
+    let id_doc = format!(" The repository id of the interface, `{repository_id}`.");
+    // Repository ids come from proto names, which hold no `{` or `}`.
+    let narrow_fail = format!("object reference of type `{{}}` is not a `{repository_id}`");
+    let nil_fail = format!("cannot narrow a nil object reference to `{repository_id}`");
+    let methods = service.methods.iter().map(|m| client_methods(m, names));
+    quote! {
+        #docs
+        #[derive(Clone, Debug)]
+        pub struct #client {
+            proxy: ::orb::codegen::ObjectProxy,
+        }
+
+        impl #client {
+            #[doc = #id_doc]
+            pub const REPOSITORY_ID: &'static str = #repository_id;
+
+            /// A stub for `obj`, without checking its type (see [`narrow`](Self::narrow)).
+            pub fn new(orb: &::orb::codegen::Orb, obj: ::orb::codegen::ObjectRef) -> Self {
+                Self {
+                    proxy: ::orb::codegen::ObjectProxy::new(orb, obj),
+                }
+            }
+
+            /// A stub calling through `proxy`, without checking its type.
+            pub fn from_proxy(proxy: ::orb::codegen::ObjectProxy) -> Self {
+                Self { proxy }
+            }
+
+            /// A stub for `obj` if it implements this interface: its type id says so, or the
+            /// object answers `_is_a` with true. Otherwise BAD_PARAM (or the exception the
+            /// `_is_a` call raised).
+            pub fn narrow(
+                orb: &::orb::codegen::Orb,
+                obj: ::orb::codegen::ObjectRef,
+            ) -> ::core::result::Result<Self, ::orb::codegen::SystemException> {
+                if obj.is_nil() {
+                    return ::core::result::Result::Err(
+                        ::orb::codegen::SystemException::bad_param(0, #nil_fail),
+                    );
+                }
+                let proxy = ::orb::codegen::ObjectProxy::new(orb, obj);
+                if proxy.target().type_id() == Self::REPOSITORY_ID
+                    || proxy.is_a(Self::REPOSITORY_ID)?
+                {
+                    ::core::result::Result::Ok(Self { proxy })
+                } else {
+                    ::core::result::Result::Err(::orb::codegen::SystemException::bad_param(
+                        0,
+                        ::std::format!(#narrow_fail, proxy.target().type_id()),
+                    ))
+                }
+            }
+
+            /// The object reference this stub calls.
+            pub fn object_ref(&self) -> &::orb::codegen::ObjectRef {
+                self.proxy.target()
+            }
+
+            /// The underlying proxy.
+            pub fn proxy(&self) -> &::orb::codegen::ObjectProxy {
+                &self.proxy
+            }
+
+            #(#methods)*
+        }
+    }
+}
+
+fn client_methods(method: &Method, names: &Names) -> TokenStream {
+    let op = &method.proto_name;
+    let (plain, with_timeout) = client_method_idents(method);
+    let input = rust_type(&method.input.rust_path);
+    let allows = naming_allows(&plain.to_string());
+    let timeout_allows = naming_allows(&with_timeout.to_string());
+    let mut ours = vec![format!("Calls operation `{op}` and waits for the reply.")];
+    if method.oneway {
+        ours = vec![format!(
+            "Sends oneway operation `{op}`: returns once the request is handed to the \
+             connection; no reply comes."
+        )];
+        let docs = docs_with(&method.docs, &ours);
+        return quote! {
+            #docs
+            #allows
+            pub fn #plain(&self, req: #input)
+                -> ::core::result::Result<(), ::orb::codegen::SystemException>
+            {
+                self.proxy.invoke_oneway(#op, ::orb::codegen::encode(&req))
+            }
+        };
+    }
+    if !method.raises.is_empty() {
+        let list: Vec<String> = method
+            .raises
+            .iter()
+            .map(|r| format!("`{}`", r.full_name))
+            .collect();
+        ours.push(format!("Raises {}.", list.join(", ")));
+    }
+    let docs = docs_with(&method.docs, &ours);
+    let timeout_doc = format!(
+        " Calls operation `{op}` and waits for the reply at most `timeout` (then TIMEOUT)."
+    );
+    let result = servant_result(method, names);
+    let body = |timeout: TokenStream| {
+        if method.raises.is_empty() {
+            quote! {
+                let body = self
+                    .proxy
+                    .invoke(#op, ::orb::codegen::encode(&req), #timeout)
+                    .map_err(|e| match e {
+                        ::orb::codegen::Exception::User(u) => ::orb::codegen::Exception::System(
+                            ::orb::codegen::unexpected_user_exception(u),
+                        ),
+                        e => e,
+                    })?;
+                ::orb::codegen::decode_reply(body).map_err(::orb::codegen::Exception::System)
+            }
+        } else {
+            let error = names.error_enum(method);
+            quote! {
+                let body = self
+                    .proxy
+                    .invoke(#op, ::orb::codegen::encode(&req), #timeout)
+                    .map_err(#error::from)?;
+                ::orb::codegen::decode_reply(body).map_err(#error::System)
+            }
+        }
+    };
+    let plain_body = body(quote!(::core::option::Option::None));
+    let timeout_body = body(quote!(::core::option::Option::Some(timeout)));
+    quote! {
+        #docs
+        #allows
+        pub fn #plain(&self, req: #input) -> #result {
+            #plain_body
+        }
+
+        #[doc = #timeout_doc]
+        #timeout_allows
+        pub fn #with_timeout(&self, req: #input, timeout: ::orb::codegen::Duration) -> #result {
+            #timeout_body
+        }
+    }
+}

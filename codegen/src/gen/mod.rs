@@ -1,0 +1,284 @@
+//! Rust code for one service, from the interface model: one `quote!` function per artifact
+//! (servant trait, user exception enums, skeleton, client stub), `prettyplease` once at the end.
+//!
+//! Generated code names everything by absolute path (`::core::result::Result`,
+//! `::orb::codegen::Context`), because it shares a module with prost's messages, which may be
+//! called `Result`, `Option`, `Context` or `Exception`.
+
+mod client;
+mod exception;
+mod servant;
+mod skeleton;
+
+use orb_idl::ident::{sanitize_identifier, to_snake_raw, to_upper_camel, to_upper_camel_raw};
+use orb_idl::{Method, Service};
+use proc_macro2::{Ident, Span, TokenStream};
+use quote::{quote, ToTokens};
+
+/// The code for `service` as a token stream (servant trait, exception enums, skeleton, client).
+pub fn service_tokens(service: &Service) -> TokenStream {
+    let names = Names::new(service);
+    let servant = servant::servant_trait(service, &names);
+    let exceptions = exception::exception_enums(service, &names);
+    let skeleton = skeleton::skeleton(service, &names);
+    let client = client::client(service, &names);
+    quote! {
+        #servant
+        #exceptions
+        #skeleton
+        #client
+    }
+}
+
+/// The code for `service`, formatted with prettyplease.
+pub fn generate_service(service: &Service) -> String {
+    let tokens = service_tokens(service);
+    match syn::parse2::<syn::File>(tokens.clone()) {
+        Ok(file) => prettyplease::unparse(&file),
+        // Cannot happen for well-formed models; keep the raw tokens so the compiler reports it.
+        Err(_) => tokens.to_string(),
+    }
+}
+
+/// The Rust names derived from a service.
+pub(crate) struct Names {
+    /// The servant trait, e.g. `Echo`.
+    pub trait_name: Ident,
+    /// `EchoSkeleton`.
+    pub skeleton: Ident,
+    /// `EchoClient`.
+    pub client: Ident,
+    base: String,
+}
+
+impl Names {
+    fn new(service: &Service) -> Self {
+        let base = to_upper_camel_raw(&service.proto_name);
+        let trait_name = if service.name.is_empty() {
+            to_upper_camel(&service.proto_name)
+        } else {
+            service.name.clone()
+        };
+        Names {
+            trait_name: ident(&trait_name),
+            skeleton: ident(&sanitize_identifier(&format!("{base}Skeleton"))),
+            client: ident(&sanitize_identifier(&format!("{base}Client"))),
+            base,
+        }
+    }
+
+    /// `{Service}{Method}Error`, e.g. `EchoEchoError`.
+    pub fn error_enum(&self, method: &Method) -> Ident {
+        ident(&sanitize_identifier(&format!(
+            "{}{}Error",
+            self.base,
+            to_upper_camel_raw(&method.proto_name)
+        )))
+    }
+}
+
+/// The servant trait's method name (the model's sanitised snake name).
+pub(crate) fn method_ident(method: &Method) -> Ident {
+    ident(&method.name)
+}
+
+/// `#[allow(..)]` for clippy's naming conventions a proto method name can break in a trait or
+/// inherent method (`New` → `fn new(&self, ..)`, `IntoInner` → `fn into_inner(&self, ..)`):
+/// the user cannot rename the operation without changing the wire, so the generated method
+/// allows them, only where the name calls for it. (`should_implement_trait` never fires: no
+/// generated method has a std trait method's signature, since all take a request.)
+pub(crate) fn naming_allows(rust_name: &str) -> TokenStream {
+    let name = rust_name.strip_prefix("r#").unwrap_or(rust_name);
+    let mut lints = Vec::new();
+    if name == "new" {
+        lints.push(quote!(clippy::new_ret_no_self));
+    }
+    // `as_`, `is_` and `to_` accept `&self`; these do not.
+    let conventions = ["from_", "into_"];
+    if name == "new" || conventions.iter().any(|p| name.starts_with(p)) || name.ends_with("_mut") {
+        lints.push(quote!(clippy::wrong_self_convention));
+    }
+    if lints.is_empty() {
+        quote!()
+    } else {
+        quote!(#[allow(#(#lints),*)])
+    }
+}
+
+/// Names of the client's own methods, and `clone` (an inherent `clone(&self, req)` would hide
+/// `Clone::clone` from method calls on the client): an operation with one of these names gets
+/// an `_op` suffix on the client (`New` → `new_op`), as prost suffixes `self` with `_`.
+const CLIENT_RESERVED: &[&str] = &[
+    "new",
+    "from_proxy",
+    "narrow",
+    "object_ref",
+    "proxy",
+    "clone",
+];
+
+/// The client's method names for `method`: the blocking call and its `_with_timeout` variant.
+pub(crate) fn client_method_idents(method: &Method) -> (Ident, Ident) {
+    let mut raw = to_snake_raw(&method.proto_name);
+    if CLIENT_RESERVED.contains(&raw.as_str()) {
+        raw.push_str("_op");
+    }
+    let plain = if raw == to_snake_raw(&method.proto_name) && !method.name.is_empty() {
+        method.name.clone()
+    } else {
+        sanitize_identifier(&raw)
+    };
+    (
+        ident(&plain),
+        ident(&sanitize_identifier(&format!("{raw}_with_timeout"))),
+    )
+}
+
+/// An identifier, raw (`r#type`) when the name says so.
+pub(crate) fn ident(name: &str) -> Ident {
+    match name.strip_prefix("r#") {
+        Some(raw) => Ident::new_raw(raw, Span::call_site()),
+        None => Ident::new(name, Span::call_site()),
+    }
+}
+
+/// A Rust type from a path string of the model (`super::common::Item`, `()`).
+pub(crate) fn rust_type(path: &str) -> TokenStream {
+    match syn::parse_str::<syn::Type>(path) {
+        Ok(ty) => ty.into_token_stream(),
+        Err(_) => {
+            let msg = format!("orb-codegen: `{path}` is not a Rust type path");
+            quote!(::core::compile_error!(#msg))
+        }
+    }
+}
+
+/// `#[doc = ".."]` attributes for proto comment lines, sanitised as prost does
+/// (`prost-build/src/ast.rs`: bare URLs in `<>`, brackets escaped so rustdoc does not read them
+/// as links).
+pub(crate) fn doc_attrs(lines: &[String]) -> TokenStream {
+    let lines = lines.iter().map(|l| sanitize_doc_line(l));
+    quote! { #( #[doc = #lines] )* }
+}
+
+/// One `#[doc = ".."]` line of our own text.
+pub(crate) fn doc_line(text: &str) -> TokenStream {
+    let text = if text.is_empty() {
+        String::new()
+    } else {
+        format!(" {text}")
+    };
+    quote! { #[doc = #text] }
+}
+
+/// Proto comments, then (after a blank line if there were any) our own lines.
+pub(crate) fn docs_with(lines: &[String], ours: &[String]) -> TokenStream {
+    let proto = doc_attrs(lines);
+    let sep = if lines.is_empty() || ours.is_empty() {
+        quote!()
+    } else {
+        quote!(#[doc = ""])
+    };
+    let ours = ours.iter().map(|l| doc_line(l));
+    quote! { #proto #sep #(#ours)* }
+}
+
+fn sanitize_doc_line(line: &str) -> String {
+    let mut out = String::with_capacity(line.len() + 8);
+    let mut rest = line;
+    while !rest.is_empty() {
+        let url_at = ["http://", "https://"]
+            .iter()
+            .filter_map(|p| rest.find(p))
+            .min();
+        match url_at {
+            Some(0) => {
+                let end = rest
+                    .find(|c: char| c.is_whitespace() || c == ')' || c == '>')
+                    .unwrap_or(rest.len());
+                if out.ends_with('<') {
+                    out.push_str(&rest[..end]);
+                } else {
+                    out.push('<');
+                    out.push_str(&rest[..end]);
+                    out.push('>');
+                }
+                rest = &rest[end..];
+            }
+            _ => {
+                let upto = url_at.unwrap_or(rest.len());
+                for c in rest[..upto].chars() {
+                    if (c == '[' || c == ']') && !out.ends_with('\\') {
+                        out.push('\\');
+                    }
+                    out.push(c);
+                }
+                rest = &rest[upto..];
+            }
+        }
+    }
+    let mut chars = out.chars();
+    if chars
+        .next()
+        .is_some_and(|c| c != ' ' || chars.next() == Some(' '))
+    {
+        out.insert(0, ' ');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doc_lines_are_sanitised() {
+        assert_eq!(sanitize_doc_line(" plain"), " plain");
+        assert_eq!(sanitize_doc_line("no space"), " no space");
+        assert_eq!(
+            sanitize_doc_line(" see https://example.com/x."),
+            " see <https://example.com/x.>"
+        );
+        assert_eq!(sanitize_doc_line(" a [b] c"), " a \\[b\\] c");
+        assert_eq!(sanitize_doc_line(" <http://x>"), " <http://x>");
+    }
+
+    #[test]
+    fn identifiers() {
+        assert_eq!(ident("r#type").to_string(), "r#type");
+        assert_eq!(ident("self_").to_string(), "self_");
+        assert_eq!(rust_type("()").to_string(), "()");
+        assert_eq!(
+            rust_type("super::common::Item").to_string(),
+            "super :: common :: Item"
+        );
+    }
+
+    #[test]
+    fn client_names_avoid_the_clients_own_methods() {
+        let m = |proto: &str| Method {
+            name: orb_idl::ident::to_snake(proto),
+            proto_name: proto.into(),
+            ..Method::default()
+        };
+        let names = |proto: &str| {
+            let (a, b) = client_method_idents(&m(proto));
+            (a.to_string(), b.to_string())
+        };
+        assert_eq!(names("Echo"), ("echo".into(), "echo_with_timeout".into()));
+        assert_eq!(names("Type"), ("r#type".into(), "type_with_timeout".into()));
+        assert_eq!(names("Self"), ("self_".into(), "self_with_timeout".into()));
+        assert_eq!(
+            names("New"),
+            ("new_op".into(), "new_op_with_timeout".into())
+        );
+        assert_eq!(
+            names("Narrow"),
+            ("narrow_op".into(), "narrow_op_with_timeout".into())
+        );
+        assert_eq!(
+            names("Clone"),
+            ("clone_op".into(), "clone_op_with_timeout".into())
+        );
+    }
+}

@@ -1,0 +1,93 @@
+//! The servant trait a user implements, and its blanket impl for `Arc<T>`.
+
+use super::{docs_with, method_ident, naming_allows, rust_type, Names};
+use orb_idl::{Method, Service};
+use proc_macro2::TokenStream;
+use quote::quote;
+
+/// The result type of a servant (and client) method: `Result<Resp, Error>`, where `Error` is the
+/// method's exception enum when it declares `raises`, else `::orb::codegen::Exception`; oneway
+/// methods return `Result<(), Exception>` on the servant side.
+pub(super) fn servant_result(method: &Method, names: &Names) -> TokenStream {
+    let output = if method.oneway {
+        quote!(())
+    } else {
+        rust_type(&method.output.rust_path)
+    };
+    let error = if method.raises.is_empty() {
+        quote!(::orb::codegen::Exception)
+    } else {
+        let e = names.error_enum(method);
+        quote!(#e)
+    };
+    quote!(::core::result::Result<#output, #error>)
+}
+
+fn method_docs(method: &Method) -> TokenStream {
+    let mut ours = vec![format!("Operation `{}`.", method.proto_name)];
+    if method.oneway {
+        ours[0].push_str(
+            " Oneway: the caller does not wait and the ORB sends no reply, so an error returned \
+             here does not reach the caller.",
+        );
+    }
+    if !method.raises.is_empty() {
+        let list: Vec<String> = method
+            .raises
+            .iter()
+            .map(|r| format!("`{}`", r.full_name))
+            .collect();
+        ours.push(format!("Raises {}.", list.join(", ")));
+    }
+    docs_with(&method.docs, &ours)
+}
+
+pub(super) fn servant_trait(service: &Service, names: &Names) -> TokenStream {
+    let trait_name = &names.trait_name;
+    let skeleton = &names.skeleton;
+    let docs = docs_with(
+        &service.docs,
+        &[
+            format!(
+                "The servant trait of `{}` (`{}`): implement it, then serve the implementation \
+                 through [`{skeleton}`].",
+                service.full_name(),
+                service.repository_id
+            ),
+            String::new(),
+            "Methods are called on ORB threads, possibly concurrently.".to_string(),
+        ],
+    );
+    let methods = service.methods.iter().map(|m| {
+        let name = method_ident(m);
+        let input = rust_type(&m.input.rust_path);
+        let result = servant_result(m, names);
+        let docs = method_docs(m);
+        let allows = naming_allows(&m.name);
+        quote! {
+            #docs
+            #allows
+            fn #name(&self, ctx: &::orb::codegen::Context, req: #input) -> #result;
+        }
+    });
+    let forwards = service.methods.iter().map(|m| {
+        let name = method_ident(m);
+        let input = rust_type(&m.input.rust_path);
+        let result = servant_result(m, names);
+        quote! {
+            fn #name(&self, ctx: &::orb::codegen::Context, req: #input) -> #result {
+                <T as #trait_name>::#name(&**self, ctx, req)
+            }
+        }
+    });
+    quote! {
+        #docs
+        pub trait #trait_name: ::core::marker::Send + ::core::marker::Sync + 'static {
+            #(#methods)*
+        }
+
+        impl<T: #trait_name + ?::core::marker::Sized> #trait_name for ::std::sync::Arc<T> {
+            #(#forwards)*
+        }
+    }
+}

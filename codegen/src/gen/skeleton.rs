@@ -1,0 +1,125 @@
+//! The skeleton: `{Service}Skeleton<T>` implements `::orb::codegen::Servant` by matching the
+//! operation name (the proto method name as written), decoding the request, calling the servant
+//! trait and encoding the result. Unknown operations are BAD_OPERATION; undecodable requests
+//! MARSHAL (from `decode_request`).
+
+use super::{doc_line, method_ident, Names};
+use orb_idl::{Method, Service};
+use proc_macro2::TokenStream;
+use quote::quote;
+
+pub(super) fn skeleton(service: &Service, names: &Names) -> TokenStream {
+    let trait_name = &names.trait_name;
+    let skeleton = &names.skeleton;
+    let repository_id = &service.repository_id;
+    let struct_doc = [
+        doc_line(&format!(
+            "Serves an implementation of [`{trait_name}`] as a CORBA object of type \
+             `{repository_id}`."
+        )),
+        quote!(#[doc = ""]),
+        doc_line(
+            "Activate it in an ORB (`Arc<dyn Servant>` from [`into_servant`](Self::into_servant)); \
+             the ORB calls `dispatch` for each request.",
+        ),
+    ];
+    let id_doc = doc_line(&format!(
+        "The repository id of the interface, `{repository_id}`."
+    ));
+    let (body, ctx) = if service.methods.is_empty() {
+        (quote!(_body), quote!(_ctx))
+    } else {
+        (quote!(body), quote!(ctx))
+    };
+    let arms = service
+        .methods
+        .iter()
+        .map(|m| dispatch_arm(m, names, &body, &ctx));
+    quote! {
+        #(#struct_doc)*
+        #[derive(Clone, Debug)]
+        pub struct #skeleton<T: #trait_name>(pub T);
+
+        impl<T: #trait_name> #skeleton<T> {
+            #id_doc
+            pub const REPOSITORY_ID: &'static str = #repository_id;
+
+            /// A skeleton serving `inner`.
+            pub fn new(inner: T) -> Self {
+                Self(inner)
+            }
+
+            /// The servant implementation.
+            pub fn inner(&self) -> &T {
+                &self.0
+            }
+
+            /// This skeleton as a shared servant, ready for the ORB's object adapter.
+            pub fn into_servant(self) -> ::std::sync::Arc<dyn ::orb::codegen::Servant> {
+                ::std::sync::Arc::new(self)
+            }
+        }
+
+        impl<T: #trait_name> ::orb::codegen::Servant for #skeleton<T> {
+            fn repository_id(&self) -> &'static str {
+                Self::REPOSITORY_ID
+            }
+
+            fn dispatch(
+                &self,
+                operation: &str,
+                #body: ::orb::codegen::Bytes,
+                #ctx: &::orb::codegen::Context,
+            ) -> ::core::result::Result<::orb::codegen::Bytes, ::orb::codegen::Exception> {
+                match operation {
+                    #(#arms)*
+                    _ => ::core::result::Result::Err(::orb::codegen::Exception::System(
+                        ::orb::codegen::SystemException::bad_operation(operation),
+                    )),
+                }
+            }
+        }
+    }
+}
+
+/// One `"Op" => { .. }` arm. `google.protobuf.Empty` (Rust `()`) is handled apart, so no unit
+/// value is bound or passed around (clippy's `let_unit_value`, `unit_arg`).
+fn dispatch_arm(
+    method: &Method,
+    names: &Names,
+    body: &TokenStream,
+    ctx: &TokenStream,
+) -> TokenStream {
+    let trait_name = &names.trait_name;
+    let op = &method.proto_name;
+    let name = method_ident(method);
+    let (decode, arg) = if method.input.is_empty_message() || method.input.rust_path == "()" {
+        (
+            quote!(::orb::codegen::decode_request::<()>(#body)?;),
+            quote!(()),
+        )
+    } else {
+        (
+            quote!(let req = ::orb::codegen::decode_request(#body)?;),
+            quote!(req),
+        )
+    };
+    let call = quote!(<T as #trait_name>::#name(&self.0, #ctx, #arg)?);
+    let reply = if method.oneway || method.output.rust_path == "()" {
+        quote! {
+            #call;
+            ::core::result::Result::Ok(::orb::codegen::Bytes::new())
+        }
+    } else {
+        quote! {
+            let resp = #call;
+            ::core::result::Result::Ok(::orb::codegen::encode(&resp))
+        }
+    };
+    quote! {
+        #op => {
+            #decode
+            #reply
+        }
+    }
+}

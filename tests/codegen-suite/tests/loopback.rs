@@ -1,0 +1,162 @@
+//! Generated clients against generated skeletons through two real ORBs on loopback: typed
+//! results and exceptions, oneway, `narrow`, timeouts, and a callback object passed in a
+//! message and called back during the upcall.
+
+mod support;
+
+use codegen_suite::suite::api::{
+    GetRequest, ListenerClient, ListenerSkeleton, PutRequest, QuotaExceeded, StoreClient,
+    StoreGetError, StorePutError, StoreSkeleton, Subscription,
+};
+use codegen_suite::suite::common::NotFound;
+use orb::{Orb, SystemExceptionKind};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use support::{sample_item, ListenerImpl, StoreImpl, LIMIT};
+
+struct Pair {
+    server: Orb,
+    client: Orb,
+}
+
+impl Pair {
+    fn new() -> Pair {
+        let build = || Orb::builder().threads(2).build().expect("orb builds");
+        Pair {
+            server: build(),
+            client: build(),
+        }
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        self.client.shutdown();
+        self.server.shutdown();
+    }
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn typed_calls_and_exceptions_over_the_wire() {
+    let p = Pair::new();
+    let store = Arc::new(StoreImpl::default());
+    let obj = p
+        .server
+        .activate("store", StoreSkeleton::new(store.clone()));
+    let ior = p.server.object_to_string(&obj);
+
+    let client = StoreClient::narrow(&p.client, p.client.string_to_object(&ior).unwrap()).unwrap();
+    assert_eq!(client.object_ref().type_id(), StoreClient::REPOSITORY_ID);
+
+    let item = sample_item("a");
+    let reply = client
+        .put(PutRequest {
+            item: Some(item.clone()),
+        })
+        .unwrap();
+    assert_eq!(reply.version, 1);
+    assert_eq!(client.get(GetRequest { id: "a".into() }).unwrap(), item);
+    assert_eq!(
+        client
+            .get_with_timeout(GetRequest { id: "a".into() }, Duration::from_secs(5))
+            .unwrap(),
+        item
+    );
+    assert_eq!(client.count(()).unwrap(), 1);
+
+    assert_eq!(
+        client.get(GetRequest { id: "zz".into() }),
+        Err(StoreGetError::NotFound(NotFound { id: "zz".into() }))
+    );
+    for i in 1..LIMIT {
+        client
+            .put(PutRequest {
+                item: Some(sample_item(&i.to_string())),
+            })
+            .unwrap();
+    }
+    assert_eq!(
+        client.put(PutRequest {
+            item: Some(sample_item("over")),
+        }),
+        Err(StorePutError::QuotaExceeded(QuotaExceeded { limit: LIMIT }))
+    );
+    assert!(matches!(
+        client.put(PutRequest { item: None }),
+        Err(StorePutError::Denied(d)) if d.reason == "empty id"
+    ));
+
+    client.notify(sample_item("n")).unwrap();
+    wait_until("the oneway call", || {
+        store.notified.lock().unwrap().len() == 1
+    });
+
+    client.clear(()).unwrap();
+    assert_eq!(client.count(()).unwrap(), 0);
+}
+
+#[test]
+fn narrow_checks_the_type() {
+    let p = Pair::new();
+    let obj = p
+        .server
+        .activate("listener", ListenerSkeleton::new(ListenerImpl::default()));
+    // A Listener is not a Store: the type id differs, and the object says no to `_is_a`.
+    let e = StoreClient::narrow(&p.client, obj.clone()).unwrap_err();
+    assert_eq!(e.kind, SystemExceptionKind::BAD_PARAM);
+    assert!(e.to_string().contains("IDL:suite/api/Store:1.0"), "{e}");
+    // Without a type id in the reference, `narrow` asks the object.
+    let untyped = obj.clone().with_type_id("");
+    ListenerClient::narrow(&p.client, untyped.clone()).unwrap();
+    assert!(StoreClient::narrow(&p.client, untyped).is_err());
+    let e = StoreClient::narrow(&p.client, orb::ObjectRef::nil()).unwrap_err();
+    assert_eq!(e.kind, SystemExceptionKind::BAD_PARAM);
+    // `new` does not check; calling the wrong interface is BAD_OPERATION from the skeleton.
+    let wrong = StoreClient::new(&p.client, obj);
+    let Err(StoreGetError::System(e)) = wrong.get(GetRequest::default()) else {
+        panic!()
+    };
+    assert_eq!(e.kind, SystemExceptionKind::BAD_OPERATION);
+}
+
+#[test]
+fn callback_object_passed_in_a_message() {
+    let p = Pair::new();
+    let store = StoreImpl {
+        orb: Some(p.server.clone()),
+        ..StoreImpl::default()
+    };
+    let store_ref = p.server.activate("store", StoreSkeleton::new(store));
+    let listener = Arc::new(ListenerImpl::default());
+    let listener_ref = p
+        .client
+        .activate("me", ListenerSkeleton::new(listener.clone()));
+
+    let client = StoreClient::narrow(&p.client, store_ref).unwrap();
+    let sub = Subscription {
+        listener: Some(listener_ref.clone()),
+        others: vec![],
+        topic: "t".into(),
+    };
+    // The store calls `Ping` on our listener before it replies (a nested callback).
+    let back = client.subscribe(sub.clone()).unwrap();
+    assert_eq!(back, sub);
+    assert_eq!(*listener.pings.lock().unwrap(), 1);
+
+    // The reference that came back works as a client too.
+    let again = ListenerClient::narrow(&p.client, back.listener.unwrap()).unwrap();
+    again.ping(()).unwrap();
+    again.on_event(sample_item("e")).unwrap();
+    wait_until("the oneway event", || {
+        listener.events.lock().unwrap().len() == 1
+    });
+    assert_eq!(*listener.pings.lock().unwrap(), 2);
+}
