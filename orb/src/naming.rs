@@ -411,7 +411,7 @@ impl NamingContext {
     pub fn resolve(&self, name: &Name) -> Result<ObjectRef, NamingError> {
         check_name(name)?;
         let reply = self.call("resolve", &|w| write_name(w, name))?;
-        read_body(&reply.body, |r| ObjectRef::decode(r))
+        read_body(&reply.body, ObjectRef::decode)
     }
 
     /// Resolves `name` to a naming context.
@@ -428,7 +428,7 @@ impl NamingContext {
             return Err(NamingError::InvalidName);
         }
         let reply = self.call("resolve_str", &|w| w.write_string(name))?;
-        read_body(&reply.body, |r| ObjectRef::decode(r))
+        read_body(&reply.body, ObjectRef::decode)
     }
 
     /// Removes the binding of `name`.
@@ -440,7 +440,7 @@ impl NamingContext {
     /// Creates a new context (on the same server), bound to no name.
     pub fn new_context(&self) -> Result<NamingContext, NamingError> {
         let reply = self.call("new_context", &|_| {})?;
-        let r = read_body(&reply.body, |r| ObjectRef::decode(r))?;
+        let r = read_body(&reply.body, ObjectRef::decode)?;
         Ok(NamingContext::new(&self.orb, r).with_timeout_opt(self.timeout))
     }
 
@@ -448,7 +448,7 @@ impl NamingContext {
     pub fn bind_new_context(&self, name: &Name) -> Result<NamingContext, NamingError> {
         check_name(name)?;
         let reply = self.call("bind_new_context", &|w| write_name(w, name))?;
-        let r = read_body(&reply.body, |r| ObjectRef::decode(r))?;
+        let r = read_body(&reply.body, ObjectRef::decode)?;
         Ok(NamingContext::new(&self.orb, r).with_timeout_opt(self.timeout))
     }
 
@@ -641,6 +641,29 @@ fn check_reply(reply: Reply) -> Result<Reply, NamingError> {
     }
 }
 
+/// The members of `NotFound`: `NotFoundReason why; Name rest_of_name`.
+fn decode_not_found(r: &mut CdrReader<'_>) -> Result<NamingError, DecodeError> {
+    let at = r.position();
+    let why = match r.read_u32().field("why")? {
+        0 => NotFoundReason::MissingNode,
+        1 => NotFoundReason::NotContext,
+        2 => NotFoundReason::NotObject,
+        v => return Err(DecodeError::new(DecodeErrorKind::BadEnum(v), at).in_field("why")),
+    };
+    let rest_of_name = read_name(r).field("rest_of_name")?;
+    Ok(NamingError::NotFound { why, rest_of_name })
+}
+
+/// The members of `CannotProceed`: `NamingContext cxt; Name rest_of_name`.
+fn decode_cannot_proceed(r: &mut CdrReader<'_>) -> Result<NamingError, DecodeError> {
+    let context = ObjectRef::decode(r).field("cxt")?;
+    let rest_of_name = read_name(r).field("rest_of_name")?;
+    Ok(NamingError::CannotProceed {
+        context,
+        rest_of_name,
+    })
+}
+
 /// Decodes a USER_EXCEPTION body (repository id, then the members) into a [`NamingError`].
 fn decode_user_exception(body: &Body) -> NamingError {
     let mut r = body.reader();
@@ -649,25 +672,8 @@ fn decode_user_exception(body: &Body) -> NamingError {
         Err(e) => return bad_reply("user exception does not decode", &e),
     };
     let decoded = match id.as_str() {
-        exception_id::NOT_FOUND => (|| {
-            let at = r.position();
-            let why = match r.read_u32().field("why")? {
-                0 => NotFoundReason::MissingNode,
-                1 => NotFoundReason::NotContext,
-                2 => NotFoundReason::NotObject,
-                v => return Err(DecodeError::new(DecodeErrorKind::BadEnum(v), at).in_field("why")),
-            };
-            let rest_of_name = read_name(&mut r).field("rest_of_name")?;
-            Ok(NamingError::NotFound { why, rest_of_name })
-        })(),
-        exception_id::CANNOT_PROCEED => (|| {
-            let context = ObjectRef::decode(&mut r).field("cxt")?;
-            let rest_of_name = read_name(&mut r).field("rest_of_name")?;
-            Ok(NamingError::CannotProceed {
-                context,
-                rest_of_name,
-            })
-        })(),
+        exception_id::NOT_FOUND => decode_not_found(&mut r),
+        exception_id::CANNOT_PROCEED => decode_cannot_proceed(&mut r),
         exception_id::INVALID_NAME => Ok(NamingError::InvalidName),
         exception_id::ALREADY_BOUND => Ok(NamingError::AlreadyBound),
         exception_id::NOT_EMPTY => Ok(NamingError::NotEmpty),
@@ -786,7 +792,7 @@ mod tests {
         body.extend_from_slice(&u32::try_from(data.len()).unwrap().to_le_bytes());
         body.extend_from_slice(&data);
         let reply = check_reply(reply_of(&le_reply(8, 0, &body))).unwrap();
-        let r = read_body(&reply.body, |r| ObjectRef::decode(r)).unwrap();
+        let r = read_body(&reply.body, ObjectRef::decode).unwrap();
         assert_eq!(r.type_id(), "IDL:demo/Echo:1.0");
         let p = r.primary().unwrap();
         assert_eq!((p.host.as_str(), p.port), ("127.0.0.1", 28090));

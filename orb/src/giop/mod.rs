@@ -6,7 +6,7 @@
 //! (framing, size limit, fragment reassembly). See `shared/design/WIRE-GIOP.md` for layouts.
 //!
 //! Decoding keeps bodies as [`Body`] slices of the received frame (no copy); encoding writes a
-//! whole message into a `BytesMut`, the body through a closure that gets a [`CdrWriter`] already
+//! whole message into a `BytesMut`, the body through a closure that gets a [`CdrWriter`](crate::cdr::CdrWriter) already
 //! positioned (and aligned) where the body starts, so a GIOP 1.0 body and a 1.2 body are both
 //! written with the right alignment.
 

@@ -1,0 +1,53 @@
+//! The threading model: the hybrid client/server Leader/Followers pool, explained.
+//!
+//! # Who runs what
+//!
+//! An ORB has one event loop (a `mio::Poll` holding its listeners, every connection and a
+//! waker) and no dedicated I/O thread. Threads take turns driving it:
+//!
+//! ```text
+//!                      ┌──────────────────────────── one ORB ───────────────────────────┐
+//!   caller thread ──►  │  bound waiter (waits for reply #42)  ─┐                        │
+//!   caller thread ──►  │  bound waiter (waits for reply #44)  ─┤   followers: a LIFO    │
+//!   pool thread   ──►  │  unbound (serves only)               ─┘   stack, one condvar   │
+//!                      │                                           each                 │
+//!                      │  LEADER ── poll() ── reads sockets ──┬── reply #44 ──► hand to │
+//!                      │                                      │      its waiter (wake)  │
+//!                      │                                      └── request ──► promote a │
+//!                      │                                          follower, then run    │
+//!                      │                                          the upcall itself     │
+//!                      └────────────────────────────────────────────────────────────────┘
+//! ```
+//!
+//! - The **pool threads** ([`OrbBuilder::threads`](crate::OrbBuilder::threads), default 2)
+//!   only serve.
+//! - A thread that **calls a stub** sends its request and then joins the pool *bound* to its
+//!   request id: while it waits it may become the leader, and as leader it reads every
+//!   connection of the ORB, so it can serve an incoming request (a callback) itself. That is
+//!   why nested callbacks never deadlock, even with zero pool threads on the calling side and
+//!   one on the other: the thread waiting for the reply serves the nested request.
+//! - The leader promotes a follower before it runs user code (so the sockets are always
+//!   watched), preferring an idle pool thread over a waiting caller. Replies need no
+//!   promotion: the leader stores the reply in the waiter's slot and wakes that one thread.
+//!
+//! # Limits
+//!
+//! - [`max_nesting_depth`](crate::OrbBuilder::max_nesting_depth) caps nested upcalls on one
+//!   thread (NO_RESOURCES beyond it). Nested upcalls recurse on the serving thread's stack:
+//!   pool threads get 64 MiB of address space; give your own calling threads enough stack for
+//!   the depth you need.
+//! - [`max_dispatches_per_connection`](crate::OrbBuilder::max_dispatches_per_connection)
+//!   stops reading a connection while that many of its upcalls run (back-pressure). An upcall
+//!   waiting for a nested reply does not count: it is not running.
+//! - Nested upcalls can be disabled ([`nested_upcalls(false)`](crate::OrbBuilder::nested_upcalls))
+//!   to show what the classic thread pool suffers: a waiting thread then never serves, and a
+//!   callback chain longer than the pool deadlocks until the call timeout.
+//!
+//! # Deadlines
+//!
+//! Every two-way call has a deadline (the per-call timeout, else the ORB's
+//! [`call_timeout`](crate::OrbBuilder::call_timeout)). It travels to the server in a service
+//! context; calls a servant makes while serving inherit the remaining time, so a chain of
+//! nested calls cannot outlive its first caller. On timeout the caller gets TIMEOUT, a
+//! CancelRequest goes to the server (the servant sees [`Context::is_cancelled`](crate::Context::is_cancelled)),
+//! and a late reply is dropped and counted.

@@ -1,0 +1,38 @@
+//! Bidirectional GIOP: callbacks travel over the connection the caller opened.
+
+use orb_tests::activate_node;
+use orb_tests::orbtest::{NodeClient, PingRequest};
+
+fn run(bidir: bool) -> (u64, u64, u64, u64) {
+    let a = orb::Orb::builder().threads(0).bidir(bidir).build().unwrap();
+    let b = orb::Orb::builder().threads(1).bidir(bidir).build().unwrap();
+    let a_ref = activate_node(&a, "A");
+    let b_ref = activate_node(&b, "B");
+    let reply = NodeClient::new(&a, b_ref)
+        .ping(PingRequest {
+            depth: 10,
+            peer: Some(a_ref),
+        })
+        .unwrap();
+    assert_eq!(reply.depth_reached, 10);
+    let (sa, sb) = (a.stats(), b.stats());
+    a.shutdown();
+    b.shutdown();
+    (
+        sa.connections_opened,
+        sa.connections_accepted,
+        sb.connections_opened,
+        sb.connections_accepted,
+    )
+}
+
+#[test]
+fn nested_callbacks_use_exactly_one_connection() {
+    // A opened one connection to B; B called A back over it instead of connecting.
+    assert_eq!(run(true), (1, 0, 0, 1));
+}
+
+#[test]
+fn without_bidir_the_callee_opens_its_own_connection() {
+    assert_eq!(run(false), (1, 1, 1, 1));
+}

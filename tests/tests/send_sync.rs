@@ -1,0 +1,18 @@
+//! Public handles are `Send + Sync` (and cheap to clone), so they can be shared across threads.
+
+fn is_send_sync<T: Send + Sync + 'static>() {}
+fn is_clone<T: Clone>() {}
+
+#[test]
+fn public_types_are_send_and_sync() {
+    is_send_sync::<orb::Orb>();
+    is_send_sync::<orb::ObjectRef>();
+    is_send_sync::<orb::ObjectProxy>();
+    is_send_sync::<orb::Context>();
+    is_send_sync::<orb::Exception>();
+    is_send_sync::<orb::OrbStats>();
+    is_send_sync::<orb_tests::orbtest::EchoClient>();
+    is_send_sync::<orb_tests::orbtest::NodeClient>();
+    is_clone::<orb::Orb>();
+    is_clone::<orb_tests::orbtest::EchoClient>();
+}
