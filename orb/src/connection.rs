@@ -63,6 +63,9 @@ pub(crate) struct ReadState {
     frames: VecDeque<Frame>,
     /// The socket may hold unread bytes (we stopped before `WouldBlock`).
     pub(crate) maybe_readable: bool,
+    /// The reactor reported the peer's end of the stream: keep reading until EOF even after
+    /// a short read.
+    pub(crate) read_closed: bool,
 }
 
 /// Frames decoded ahead of processing, per connection, before we stop reading the socket.
@@ -77,6 +80,7 @@ impl ReadState {
             codec: GiopCodec::new(max_message_size),
             frames: VecDeque::new(),
             maybe_readable: true,
+            read_closed: false,
         }
     }
 
@@ -162,10 +166,12 @@ impl ReadState {
                     stats.bytes_received.fetch_add(n as u64, Ordering::Relaxed);
                     self.decode_all().map_err(ReadError::Frame)?;
                     if n < want {
-                        // A short read almost always means the socket is drained; one more
-                        // read would just return WouldBlock. Edge-triggered readiness stays
-                        // correct because we remember that more may be there.
-                        self.maybe_readable = true;
+                        // A short read of a TCP socket means its receive buffer was drained;
+                        // data arriving later raises a new edge, so skip the read that would
+                        // only say WouldBlock (tokio does the same). The exception is a peer
+                        // that has closed: its FIN may have come with this edge, so read on
+                        // until EOF.
+                        self.maybe_readable = self.read_closed;
                         return Ok(true);
                     }
                 }

@@ -195,8 +195,11 @@ impl OrbInner {
                 if ev.writable {
                     self.flush(&c);
                 }
-                if ev.readable || ev.closed {
-                    lock(&c.read).maybe_readable = true;
+                if ev.readable || ev.read_closed {
+                    let mut rs = lock(&c.read);
+                    rs.maybe_readable = true;
+                    rs.read_closed |= ev.read_closed;
+                    drop(rs);
                     self.reactor.push_ready(c);
                 }
             }
@@ -436,12 +439,7 @@ impl OrbInner {
         };
         for (host, port) in points.0 {
             let ep = (host, port);
-            let slot = {
-                let mut map = lock(&self.outbound);
-                map.entry(ep.clone())
-                    .or_insert_with(|| Arc::new(std::sync::Mutex::new(None)))
-                    .clone()
-            };
+            let slot = lock(&self.outbound).slot(&ep.0, ep.1);
             let mut s = lock(&slot);
             if s.as_ref().is_some_and(|c| !c.is_closed()) {
                 continue; // a live connection to that endpoint exists; keep using it
@@ -706,7 +704,7 @@ impl OrbInner {
             endpoints.push((host.clone(), *port));
         }
         for ep in endpoints {
-            let slot = lock(&self.outbound).get(&ep).cloned();
+            let slot = lock(&self.outbound).get(&ep.0, ep.1).cloned();
             if let Some(slot) = slot {
                 let mut s = lock(&slot);
                 if s.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) {

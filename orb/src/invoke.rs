@@ -18,7 +18,7 @@ use crate::orb::{Orb, OrbInner};
 use bytes::{Bytes, BytesMut};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How many LOCATION_FORWARD hops (and CloseConnection retries) one call follows.
@@ -283,12 +283,7 @@ impl OrbInner {
         port: u16,
         deadline: Instant,
     ) -> Result<Arc<Connection>, SystemException> {
-        let slot = {
-            let mut map = lock(&self.outbound);
-            map.entry((host.to_string(), port))
-                .or_insert_with(|| Arc::new(Mutex::new(None)))
-                .clone()
-        };
+        let slot = lock(&self.outbound).slot(host, port);
         let mut s = lock(&slot);
         if let Some(c) = s.as_ref() {
             if !c.is_closed() {

@@ -225,7 +225,7 @@ impl OrbBuilder {
             lf: Lf::new(),
             adapter: Adapter::default(),
             stats: Stats::default(),
-            outbound: Mutex::new(HashMap::new()),
+            outbound: Mutex::new(EndpointMap::default()),
             parked: Mutex::new(std::collections::VecDeque::new()),
             shutting_down: AtomicBool::new(false),
             upcalls_running: AtomicUsize::new(0),
@@ -250,11 +250,42 @@ impl OrbBuilder {
     }
 }
 
-/// Endpoint key of the outbound connection cache: host as written in the IOR, and port.
-pub(crate) type Endpoint = (String, u16);
-
 /// The connection to one endpoint; its lock is held while connecting.
 pub(crate) type EndpointSlot = Arc<Mutex<Option<Arc<Connection>>>>;
+
+/// Endpoint → slot, looked up on every call without allocating a key.
+#[derive(Debug, Default)]
+pub(crate) struct EndpointMap {
+    by_port: HashMap<u16, Vec<(String, EndpointSlot)>>,
+}
+
+impl EndpointMap {
+    /// The slot of `host:port`, if there is one.
+    pub(crate) fn get(&self, host: &str, port: u16) -> Option<&EndpointSlot> {
+        self.by_port
+            .get(&port)?
+            .iter()
+            .find(|(h, _)| h == host)
+            .map(|(_, s)| s)
+    }
+
+    /// The slot of `host:port`, created empty if needed.
+    pub(crate) fn slot(&mut self, host: &str, port: u16) -> EndpointSlot {
+        if let Some(s) = self.get(host, port) {
+            return s.clone();
+        }
+        let s: EndpointSlot = Arc::new(Mutex::new(None));
+        self.by_port
+            .entry(port)
+            .or_default()
+            .push((host.to_string(), s.clone()));
+        s
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.by_port.clear();
+    }
+}
 
 /// Shared state of one ORB.
 #[derive(Debug)]
@@ -268,7 +299,7 @@ pub(crate) struct OrbInner {
     pub(crate) stats: Stats,
     /// One slot per remote endpoint; the slot's lock is held while connecting, so concurrent
     /// callers share one connection.
-    pub(crate) outbound: Mutex<HashMap<Endpoint, EndpointSlot>>,
+    pub(crate) outbound: Mutex<EndpointMap>,
     /// Requests read by a bound leader while nested upcalls are disabled, waiting for a pool
     /// thread.
     pub(crate) parked: Mutex<std::collections::VecDeque<crate::driver::Upcall>>,

@@ -46,7 +46,7 @@ pub(crate) struct Ready {
     pub(crate) entry: Entry,
     pub(crate) readable: bool,
     pub(crate) writable: bool,
-    pub(crate) closed: bool,
+    pub(crate) read_closed: bool,
 }
 
 /// The event loop's shared parts.
@@ -210,7 +210,7 @@ impl Reactor {
                     entry,
                     readable: ev.is_readable() || ev.is_read_closed(),
                     writable: ev.is_writable(),
-                    closed: ev.is_error() || (ev.is_read_closed() && ev.is_write_closed()),
+                    read_closed: ev.is_error() || ev.is_read_closed(),
                 });
             }
         }
