@@ -53,6 +53,8 @@ pub const NAMING_CONTEXT_ID: &str = "IDL:omg.org/CosNaming/NamingContext:1.0";
 pub const NAMING_CONTEXT_EXT_ID: &str = "IDL:omg.org/CosNaming/NamingContextExt:1.0";
 /// Repository id of `CosNaming::BindingIterator`.
 pub const BINDING_ITERATOR_ID: &str = "IDL:omg.org/CosNaming/BindingIterator:1.0";
+/// [`NamingContext::list_all`] gives up (IMP_LIMIT) beyond this many bindings.
+pub const MAX_LIST_ALL: usize = 1 << 20;
 /// The object key of omniNames' root context.
 pub const ROOT_KEY: &str = "NameService";
 
@@ -183,7 +185,7 @@ fn finish_component(
 ) -> Result<NameComponent, NamingError> {
     let valid = if dot {
         // "." (both empty), ".k" and "i.k" are fine; "i." is not.
-        !(kind.is_empty() && !id.is_empty())
+        !kind.is_empty() || id.is_empty()
     } else {
         // An empty component ("a//b", a leading or trailing "/").
         !id.is_empty()
@@ -309,7 +311,10 @@ impl fmt::Display for NamingError {
                 write!(f, "name not found ({why:?}); unresolved: `{rest_of_name}`")
             }
             NamingError::CannotProceed { rest_of_name, .. } => {
-                write!(f, "naming service cannot proceed; unresolved: `{rest_of_name}`")
+                write!(
+                    f,
+                    "naming service cannot proceed; unresolved: `{rest_of_name}`"
+                )
             }
             NamingError::InvalidName => f.write_str("invalid name"),
             NamingError::AlreadyBound => f.write_str("name already bound"),
@@ -349,9 +354,15 @@ impl NamingContext {
     }
 
     /// The root context of the naming service at `host:port` (object key `NameService`,
-    /// IIOP 1.2): the same as `corbaloc:iiop:1.2@host:port/NameService`.
+    /// IIOP 1.2): what `corbaloc:iiop:1.2@host:port/NameService` names, with the type id
+    /// [`NAMING_CONTEXT_EXT_ID`] filled in.
     pub fn at(orb: &Orb, host: &str, port: u16) -> Self {
-        let r = ObjectRef::new(NAMING_CONTEXT_EXT_ID, host, port, Bytes::from_static(b"NameService"));
+        let r = ObjectRef::new(
+            NAMING_CONTEXT_EXT_ID,
+            host,
+            port,
+            Bytes::from_static(ROOT_KEY.as_bytes()),
+        );
         NamingContext::new(orb, r)
     }
 
@@ -474,6 +485,7 @@ impl NamingContext {
 
     /// Lists every binding of this context, fetching `batch` at a time (`list`, then
     /// `BindingIterator::next_n` until it is exhausted, then `destroy` on the iterator).
+    /// More than [`MAX_LIST_ALL`] bindings is an IMP_LIMIT error.
     pub fn list_all(&self, batch: u32) -> Result<Vec<Binding>, NamingError> {
         let batch = batch.max(1);
         let (mut bindings, iterator) = self.list_raw(batch)?;
@@ -496,6 +508,17 @@ impl NamingContext {
                     bindings.extend(list);
                     if !more || empty {
                         break Ok(bindings);
+                    }
+                    if bindings.len() > MAX_LIST_ALL {
+                        // A server that never says "no more" must not keep us here forever.
+                        break Err(NamingError::System(
+                            SystemException::new(
+                                SystemExceptionKind::IMP_LIMIT,
+                                0,
+                                CompletionStatus::Yes,
+                            )
+                            .with_detail(format!("list_all: more than {MAX_LIST_ALL} bindings")),
+                        ));
                     }
                 }
                 Err(e) => break Err(e),
@@ -597,7 +620,9 @@ fn read_binding_list(r: &mut CdrReader<'_>) -> Result<Vec<Binding>, DecodeError>
             0 => BindingType::Object,
             1 => BindingType::Context,
             t => {
-                return Err(DecodeError::new(DecodeErrorKind::BadEnum(t), at).in_field("binding_type"))
+                return Err(
+                    DecodeError::new(DecodeErrorKind::BadEnum(t), at).in_field("binding_type")
+                )
             }
         };
         v.push(Binding { name, binding_type });
@@ -628,11 +653,12 @@ fn check_reply(reply: Reply) -> Result<Reply, NamingError> {
     match reply.header.status {
         ReplyStatus::NoException => Ok(reply),
         ReplyStatus::UserException => Err(decode_user_exception(&reply.body)),
-        ReplyStatus::SystemException => Err(match decode_system_exception(&mut reply.body.reader())
-        {
-            Ok(e) => NamingError::System(e),
-            Err(e) => bad_reply("system exception does not decode", &e),
-        }),
+        ReplyStatus::SystemException => {
+            Err(match decode_system_exception(&mut reply.body.reader()) {
+                Ok(e) => NamingError::System(e),
+                Err(e) => bad_reply("system exception does not decode", &e),
+            })
+        }
         s => Err(NamingError::System(SystemException::marshal(
             minor::BAD_REPLY,
             CompletionStatus::Maybe,
@@ -683,7 +709,9 @@ fn decode_user_exception(body: &Body) -> NamingError {
                 minor::UNKNOWN_EXCEPTION_ID,
                 CompletionStatus::Yes,
             )
-            .with_detail(format!("naming service raised unexpected user exception `{other}`")),
+            .with_detail(format!(
+                "naming service raised unexpected user exception `{other}`"
+            )),
         )),
     };
     decoded.unwrap_or_else(|e| bad_reply(&format!("user exception `{id}` does not decode"), &e))
@@ -730,7 +758,7 @@ mod tests {
         let header = RequestHeader {
             request_id: 8,
             response_flags: 0x03,
-            target: TargetAddress::Key(Bytes::from_static(b"NameService")),
+            target: TargetAddress::Key(Bytes::from_static(ROOT_KEY.as_bytes())),
             operation: "resolve".into(),
             service_context: ServiceContextList::default(),
         };
@@ -746,7 +774,7 @@ mod tests {
         v.extend_from_slice(&u32::try_from(12 + body.len()).unwrap().to_le_bytes());
         v.extend_from_slice(&request_id.to_le_bytes());
         v.extend_from_slice(&status.to_le_bytes());
-        v.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0]);
+        v.extend_from_slice(&[0, 0, 0, 0]); // no service contexts; the body starts at 24
         v.extend_from_slice(body);
         v
     }
@@ -809,7 +837,10 @@ mod tests {
             let mut body = u32::try_from(id.len() + 1).unwrap().to_le_bytes().to_vec();
             body.extend_from_slice(id.as_bytes());
             body.push(0);
-            assert_eq!(check_reply(reply_of(&le_reply(2, 1, &body))).unwrap_err(), want);
+            assert_eq!(
+                check_reply(reply_of(&le_reply(2, 1, &body))).unwrap_err(),
+                want
+            );
         }
         let mut body = 12u32.to_le_bytes().to_vec();
         body.extend_from_slice(b"IDL:x/Y:1.0\0");
@@ -891,7 +922,9 @@ mod tests {
     fn binding_list_decodes() {
         // [("a","") object, ("b","k") context]
         let mut b = vec![2, 0, 0, 0];
-        b.extend_from_slice(&[1, 0, 0, 0, 2, 0, 0, 0, b'a', 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
+        b.extend_from_slice(&[
+            1, 0, 0, 0, 2, 0, 0, 0, b'a', 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
+        ]);
         b.extend_from_slice(&[0, 0, 0, 0]);
         b.extend_from_slice(&[1, 0, 0, 0, 2, 0, 0, 0, b'b', 0, 0, 0, 2, 0, 0, 0, b'k', 0]);
         b.extend_from_slice(&[0, 0, 1, 0, 0, 0]);
@@ -916,21 +949,27 @@ mod tests {
         let n = Name::parse("a.b/c").unwrap();
         assert_eq!(
             n,
-            Name(vec![NameComponent::new("a", "b"), NameComponent::new("c", "")])
+            Name(vec![
+                NameComponent::new("a", "b"),
+                NameComponent::new("c", "")
+            ])
         );
         assert_eq!(n.to_string(), "a.b/c");
         // omniNames' to_name("x.y/z\.w.k") = [("x","y"),("z.w","k")] (WIRE-GIOP §4.5).
         let n = Name::parse(r"x.y/z\.w.k").unwrap();
         assert_eq!(
             n,
-            Name(vec![NameComponent::new("x", "y"), NameComponent::new("z.w", "k")])
+            Name(vec![
+                NameComponent::new("x", "y"),
+                NameComponent::new("z.w", "k")
+            ])
         );
         assert_eq!(n.to_string(), r"x.y/z\.w.k");
         assert_eq!(Name::parse(".").unwrap(), Name::simple("", ""));
         assert_eq!(Name::parse(".k").unwrap(), Name::simple("", "k"));
         assert_eq!(Name::parse(r"a\/b\\c").unwrap(), Name::simple(r"a/b\c", ""));
         assert_eq!(Name::parse("./x").unwrap().len(), 2);
-        for s in ["." , ".k", "a", "a.b/c.d/e", r"a\/b\\c.\.", "é.ü"] {
+        for s in [".", ".k", "a", "a.b/c.d/e", r"a\/b\\c.\.", "é.ü"] {
             assert_eq!(Name::parse(s).unwrap().to_string(), s, "{s}");
         }
         for bad in [

@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn main() {
-    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    let manifest =
+        PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
     for f in [
         "build.rs",
@@ -46,7 +47,10 @@ fn main() {
             println!("cargo:rustc-env=ORB_INTEROP_UNAVAILABLE=omniORB not installed or not usable: {why}");
             // Look again on the next build (once omniORB may have been installed): a path that
             // does not exist makes Cargo rerun the script every time, which is cheap here.
-            println!("cargo:rerun-if-changed={}", out.join("omniorb-missing").display());
+            println!(
+                "cargo:rerun-if-changed={}",
+                out.join("omniorb-missing").display()
+            );
         }
     }
 }
@@ -130,6 +134,14 @@ fn run(cmd: &mut Command, tool: &str) -> Result<(), String> {
         return Ok(());
     }
     let stderr = String::from_utf8_lossy(&output.stderr);
-    let first: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).take(3).collect();
-    Err(format!("`{tool}` failed ({}): {}", output.status, first.join(" | ")))
+    let first: Vec<&str> = stderr
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .take(3)
+        .collect();
+    Err(format!(
+        "`{tool}` failed ({}): {}",
+        output.status,
+        first.join(" | ")
+    ))
 }
