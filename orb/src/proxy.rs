@@ -51,6 +51,22 @@ impl ObjectProxy {
         self.orb.invoke_oneway(&self.target, operation, body)
     }
 
+    /// A two-way call whose parameters are not one protobuf octet sequence: `body` writes the
+    /// CDR-encoded parameters (for plain CORBA interfaces, e.g. an `in Object` parameter written
+    /// with [`ObjectRef::encode`]). Returns the raw reply (any status) for the caller to decode
+    /// with [`Body::reader`](crate::giop::Body::reader).
+    pub fn invoke_cdr(
+        &self,
+        operation: &str,
+        body: &dyn Fn(&mut crate::cdr::CdrWriter<'_>),
+        timeout: Option<Duration>,
+    ) -> Result<crate::giop::Reply, SystemException> {
+        self.orb
+            .inner
+            .call(&self.target, operation, true, body, timeout)?
+            .ok_or_else(|| SystemException::internal("two-way call without reply"))
+    }
+
     /// Asks the object whether it implements `repository_id` (remote `_is_a`).
     pub fn is_a(&self, repository_id: &str) -> Result<bool, SystemException> {
         self.orb.is_a(&self.target, repository_id)
