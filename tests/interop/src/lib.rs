@@ -1,6 +1,7 @@
 //! Helpers for the omniORB interoperability tests: locating the C++ peers and the omniORB
 //! tools, running them with timeouts, an `interop::Echo` servant for our ORB, and a GIOP tap
-//! (a TCP proxy that records every GIOP message header it forwards).
+//! (a TCP proxy that records every GIOP message header it forwards, with the request id,
+//! operation and service-context ids it can decode).
 //!
 //! When omniORB is not available the tests skip with a notice on stderr, unless the
 //! environment variable `ORB_INTEROP_REQUIRED=1` is set, in which case they fail.
@@ -14,6 +15,7 @@ use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -583,8 +585,9 @@ pub enum Dir {
     ToClient,
 }
 
-/// One GIOP message header seen by a [`Tap`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// One GIOP message seen by a [`Tap`]: its header, and what the tap could decode of the start
+/// of its body.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Seen {
     /// Direction.
     pub dir: Dir,
@@ -596,6 +599,14 @@ pub struct Seen {
     pub msg_type: u8,
     /// Size after the header.
     pub size: u32,
+    /// The request id, for the messages whose body starts with it: Request, Reply and Fragment
+    /// in GIOP 1.2; CancelRequest, LocateRequest and LocateReply in every version.
+    pub request_id: Option<u32>,
+    /// The operation of a GIOP 1.2 Request addressed by object key.
+    pub operation: Option<String>,
+    /// The service-context ids of a GIOP 1.2 Request addressed by object key (e.g. 5 for
+    /// BI_DIR_IIOP), in order.
+    pub contexts: Vec<u32>,
 }
 
 /// A TCP proxy in front of `target` that forwards everything and records every GIOP header.
@@ -604,6 +615,7 @@ pub struct Tap {
     /// The port to connect to instead of the target's.
     pub port: u16,
     seen: Arc<Mutex<Vec<Seen>>>,
+    connections: Arc<AtomicUsize>,
 }
 
 impl Tap {
@@ -612,13 +624,16 @@ impl Tap {
         let l = TcpListener::bind("127.0.0.1:0").expect("bind tap");
         let port = l.local_addr().expect("tap address").port();
         let seen = Arc::new(Mutex::new(Vec::new()));
+        let connections = Arc::new(AtomicUsize::new(0));
         let s = seen.clone();
+        let n = connections.clone();
         std::thread::spawn(move || {
             for c in l.incoming() {
                 let Ok(client) = c else { continue };
                 let Ok(server) = TcpStream::connect(target) else {
                     continue;
                 };
+                n.fetch_add(1, Ordering::SeqCst);
                 let _ = client.set_nodelay(true);
                 let _ = server.set_nodelay(true);
                 for (from, to, dir) in [
@@ -633,12 +648,21 @@ impl Tap {
                 }
             }
         });
-        Tap { port, seen }
+        Tap {
+            port,
+            seen,
+            connections,
+        }
     }
 
     /// Every header seen so far.
     pub fn seen(&self) -> Vec<Seen> {
         self.seen.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+
+    /// How many connections the tap has accepted (and forwarded) so far.
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
     }
 
     /// Forgets what was seen.
@@ -649,7 +673,8 @@ impl Tap {
     }
 }
 
-/// Forwards GIOP messages from `from` to `to`, recording each header.
+/// Forwards GIOP messages from `from` to `to`, recording each header (the record is made
+/// before the message is forwarded, so whoever receives a message finds it already recorded).
 fn pump(mut from: TcpStream, mut to: TcpStream, dir: Dir, seen: &Mutex<Vec<Seen>>) {
     let mut header = [0u8; 12];
     let mut buf = vec![0u8; 64 << 10];
@@ -665,6 +690,13 @@ fn pump(mut from: TcpStream, mut to: TcpStream, dir: Dir, seen: &Mutex<Vec<Seen>
         } else {
             u32::from_be_bytes(s)
         };
+        // The first chunk of the body, decoded (as far as it goes) before anything is forwarded.
+        let first = (size as usize).min(buf.len());
+        if from.read_exact(&mut buf[..first]).is_err() {
+            let _ = to.shutdown(Shutdown::Both);
+            return;
+        }
+        let peek = Peek::decode(&header, &buf[..first]);
         if let Ok(mut v) = seen.lock() {
             v.push(Seen {
                 dir,
@@ -672,12 +704,15 @@ fn pump(mut from: TcpStream, mut to: TcpStream, dir: Dir, seen: &Mutex<Vec<Seen>
                 flags: header[6],
                 msg_type: header[7],
                 size,
+                request_id: peek.request_id,
+                operation: peek.operation,
+                contexts: peek.contexts,
             });
         }
-        if to.write_all(&header).is_err() {
+        if to.write_all(&header).is_err() || to.write_all(&buf[..first]).is_err() {
             break;
         }
-        let mut left = size as usize;
+        let mut left = size as usize - first;
         while left > 0 {
             let n = left.min(buf.len());
             if from.read_exact(&mut buf[..n]).is_err() || to.write_all(&buf[..n]).is_err() {
@@ -688,4 +723,101 @@ fn pump(mut from: TcpStream, mut to: TcpStream, dir: Dir, seen: &Mutex<Vec<Seen>
         }
     }
     let _ = to.shutdown(Shutdown::Both);
+}
+
+/// What [`pump`] decodes from the start of a message body.
+#[derive(Default)]
+struct Peek {
+    request_id: Option<u32>,
+    operation: Option<String>,
+    contexts: Vec<u32>,
+}
+
+impl Peek {
+    /// Decodes what it can of `body` (possibly only the first part of the body). Alignment is
+    /// counted from the start of the GIOP header, which precedes `body` by 12 bytes.
+    fn decode(header: &[u8; 12], body: &[u8]) -> Peek {
+        let (minor, msg_type) = (header[5], header[7]);
+        let mut r = BodyReader {
+            body,
+            pos: 0,
+            little: header[6] & 1 != 0,
+        };
+        let mut p = Peek::default();
+        let id_first = matches!(msg_type, 2..=4) || (minor >= 2 && matches!(msg_type, 0 | 1 | 7));
+        if !id_first {
+            return p;
+        }
+        p.request_id = r.u32();
+        if minor < 2 || msg_type != 0 {
+            return p;
+        }
+        // GIOP 1.2 RequestHeader: response_flags, reserved[3], TargetAddress, operation,
+        // service_context.
+        r.pos += 4;
+        if r.u16() != Some(0) {
+            return p; // not KeyAddr
+        }
+        let Some(key_len) = r.u32() else { return p };
+        r.pos += key_len as usize;
+        let Some(op) = r.string() else { return p };
+        p.operation = Some(op);
+        let Some(n) = r.u32() else { return p };
+        for _ in 0..n.min(64) {
+            let (Some(id), Some(len)) = (r.u32(), r.u32()) else {
+                break;
+            };
+            p.contexts.push(id);
+            r.pos += len as usize;
+        }
+        p
+    }
+}
+
+/// A minimal CDR reader over the start of a GIOP body (alignment from the header start).
+struct BodyReader<'a> {
+    body: &'a [u8],
+    pos: usize,
+    little: bool,
+}
+
+impl BodyReader<'_> {
+    fn align(&mut self, n: usize) {
+        // The body starts at offset 12 of the message, which is 4-aligned.
+        let abs = self.pos + 12;
+        self.pos += (n - abs % n) % n;
+    }
+
+    fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
+        self.align(N);
+        let b: [u8; N] = self.body.get(self.pos..self.pos + N)?.try_into().ok()?;
+        self.pos += N;
+        Some(b)
+    }
+
+    fn u16(&mut self) -> Option<u16> {
+        let b = self.take::<2>()?;
+        Some(if self.little {
+            u16::from_le_bytes(b)
+        } else {
+            u16::from_be_bytes(b)
+        })
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        let b = self.take::<4>()?;
+        Some(if self.little {
+            u32::from_le_bytes(b)
+        } else {
+            u32::from_be_bytes(b)
+        })
+    }
+
+    fn string(&mut self) -> Option<String> {
+        let n = self.u32()? as usize;
+        let bytes = self.body.get(self.pos..self.pos + n)?;
+        self.pos += n;
+        let text = bytes.strip_suffix(&[0]).unwrap_or(bytes);
+        Some(String::from_utf8_lossy(text).into_owned())
+    }
 }
