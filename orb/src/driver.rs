@@ -36,6 +36,10 @@ pub(crate) struct Upcall {
     conn: Arc<Connection>,
     version: Version,
     request: Request,
+    /// Built when the request was read: its deadline counts from arrival, and a
+    /// CancelRequest can mark it even while it waits for a thread.
+    ctx: Context,
+    key: Bytes,
 }
 
 thread_local! {
@@ -120,6 +124,8 @@ enum ReplyBody {
     System(SystemException),
 }
 
+// Short-lived on the stack; boxing the upcall would add an allocation per request.
+#[allow(clippy::large_enum_variant)]
 enum Handled {
     Done,
     Upcall(Upcall),
@@ -172,6 +178,14 @@ impl Driver for OrbInner {
 
     fn run_upcall(&self, u: Upcall) {
         self.upcall(u);
+    }
+
+    fn take_parked(&self) -> Option<Upcall> {
+        lock(&self.parked).pop_front()
+    }
+
+    fn has_parked(&self) -> bool {
+        !lock(&self.parked).is_empty()
     }
 
     fn wake_leader(&self) {
@@ -367,10 +381,29 @@ impl OrbInner {
                 }
                 self.dispatch_started(conn);
                 self.upcalls_running.fetch_add(1, Ordering::AcqRel);
+                let h = &request.header;
+                let deadline = h
+                    .service_context
+                    .get(context_id::DEADLINE)
+                    .and_then(|d| Deadline::from_context_data(d).ok())
+                    .map(|d| Instant::now() + d.0);
+                let key = h.target.object_key().unwrap_or_default();
+                let ctx = Context::new(
+                    h.operation.clone(),
+                    key.clone(),
+                    h.request_id,
+                    Some(conn.peer),
+                    deadline,
+                );
+                if h.response_expected() {
+                    lock(&conn.running).insert(h.request_id, ctx.clone());
+                }
                 let u = Upcall {
                     conn: conn.clone(),
                     version,
                     request,
+                    ctx,
+                    key,
                 };
                 if !p.unbound && !self.config.nested_upcalls {
                     lock(&self.parked).push_back(u);
@@ -456,14 +489,11 @@ impl OrbInner {
             conn,
             version,
             request,
+            ctx,
+            key,
         } = u;
         let h = &request.header;
-        let deadline = h
-            .service_context
-            .get(context_id::DEADLINE)
-            .and_then(|d| Deadline::from_context_data(d).ok())
-            .map(|d| Instant::now() + d.0);
-        let key = h.target.object_key().unwrap_or_default();
+        let deadline = ctx.deadline();
         let span = tracing::debug_span!(
             "upcall",
             request_id = h.request_id,
@@ -472,17 +502,7 @@ impl OrbInner {
             peer = %conn.peer,
         );
         let _enter = span.enter();
-        let ctx = Context::new(
-            h.operation.clone(),
-            key.clone(),
-            h.request_id,
-            Some(conn.peer),
-            deadline,
-        );
         let twoway = h.response_expected();
-        if twoway {
-            lock(&conn.running).insert(h.request_id, ctx.clone());
-        }
         let depth = DEPTH.with(|d| {
             let v = d.get();
             d.set(v + 1);
@@ -490,23 +510,30 @@ impl OrbInner {
         });
         let outer_deadline = DEADLINE.with(|d| d.replace(deadline));
         UPCALL_CONNS.with(|c| c.borrow_mut().push(conn.clone()));
-        let body = catch_unwind(AssertUnwindSafe(|| self.dispatch(&request, &key, &ctx)))
-            .unwrap_or_else(|panic| {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a panic".into());
-                tracing::error!(operation = %h.operation, panic = %what, "servant panicked");
-                ReplyBody::System(
-                    SystemException::new(
-                        SystemExceptionKind::UNKNOWN,
-                        minor::SERVANT_PANIC,
-                        CompletionStatus::Maybe,
-                    )
-                    .with_detail(format!("servant panicked: {what}")),
+        let body = catch_unwind(AssertUnwindSafe(|| {
+            if ctx.is_cancelled() {
+                // Cancelled while it waited for a thread: the caller has given up.
+                tracing::debug!("request cancelled before it started; not dispatched");
+                return ReplyBody::System(SystemException::timeout("cancelled before dispatch"));
+            }
+            self.dispatch(&request, &key, &ctx)
+        }))
+        .unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".into());
+            tracing::error!(operation = %h.operation, panic = %what, "servant panicked");
+            ReplyBody::System(
+                SystemException::new(
+                    SystemExceptionKind::UNKNOWN,
+                    minor::SERVANT_PANIC,
+                    CompletionStatus::Maybe,
                 )
-            });
+                .with_detail(format!("servant panicked: {what}")),
+            )
+        });
         UPCALL_CONNS.with(|c| c.borrow_mut().pop());
         DEADLINE.with(|d| d.set(outer_deadline));
         DEPTH.with(|d| d.set(depth));

@@ -127,6 +127,16 @@ pub(crate) trait Driver {
     fn lead(&self, p: &Arc<Participant>, deadline: Option<Instant>) -> Lead<Self::Upcall>;
     /// Runs an upcall (the caller is no longer leader).
     fn run_upcall(&self, upcall: Self::Upcall);
+    /// A request a bound leader set aside for a pool thread (nested upcalls disabled).
+    fn take_parked(&self) -> Option<Self::Upcall> {
+        None
+    }
+    /// Whether a set-aside request waits. Checked under the promotion lock before a pool
+    /// thread sleeps: a leader parks first and then looks for an idle pool thread under that
+    /// lock, so one of the two always sees the other.
+    fn has_parked(&self) -> bool {
+        false
+    }
     /// Interrupts the leader's wait in the reactor.
     fn wake_leader(&self);
     /// Counts a promotion.
@@ -212,6 +222,18 @@ impl Lf {
                     if st.leader.is_none() {
                         st.leader = Some(p.id);
                         break;
+                    }
+                    if p.unbound {
+                        // Before sleeping, a pool thread takes a request that a waiting
+                        // leader set aside for it (it would not be woken for it otherwise).
+                        drop(st);
+                        if let Some(u) = driver.take_parked() {
+                            driver.run_upcall(u);
+                        }
+                        st = lock(&self.state);
+                        if st.leader.is_none() || driver.has_parked() {
+                            continue;
+                        }
                     }
                     st.followers.push(p.clone());
                     st = match deadline {

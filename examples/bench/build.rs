@@ -1,0 +1,3 @@
+fn main() {
+    orb_codegen::compile_protos(&["proto/bench.proto"], &["proto"]).unwrap();
+}

@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# Runs the ORB and the raw-TCP baseline side by side (shared/bench/PROTOCOL.md) and prints a
+# markdown table of the medians, with the ORB's ratio to raw, the targets and pass/fail.
+#
+#   examples/bench/run.sh            # the protocol's parameters, 3 runs (about 1.5 minutes)
+#   examples/bench/run.sh --quick    # smoke run: 1 run, fewer calls (about 10 s after the build)
+#   examples/bench/run.sh --runs 5   # more runs
+#   examples/bench/run.sh --pin none # let the scheduler place the processes (see below)
+#
+# Each run, for each workload (lat, tput 32, big), starts a fresh orb server (2 pool threads)
+# and a fresh raw server (a thread per connection) on free ports, runs the client against each,
+# stops the server with SIGTERM and keeps both JSON lines, so the server's context switches per
+# call belong to that workload alone. Then `nest --depth 1000 --threads 1` (two processes).
+# The raw records and the table go to $CARGO_TARGET_DIR/orb-bench/ (default target/).
+#
+# CPU placement (--pin): `same` (the default) runs the server and the client of lat and big, and
+# both processes of nest, on CPU 0; tput is never pinned (it needs both cores). `split` puts the
+# server on CPU 0 and the client on CPU 1; `none` pins nothing. Why: on the 2-vCPU VM this was
+# written on, waking a thread on the other, idle vCPU costs tens of microseconds (raw lat p50:
+# about 8 us on one CPU, about 75 us across two), and the scheduler picks one or the other from
+# run to run, which swamps the software cost the table is meant to show.
+# Exits non-zero if any command failed or any reply was wrong (a missed target is not a failure
+# of the script: the table says FAIL).
+set -euo pipefail
+
+quick=0
+runs=3
+pin=same
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --quick) quick=1; runs=1 ;;
+        --runs) runs="$2"; shift ;;
+        --pin) pin="$2"; shift ;;
+        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+        *) echo "unknown argument: $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+if [ "$pin" != none ] && ! command -v taskset > /dev/null; then
+    echo "taskset not found: not pinning" >&2
+    pin=none
+fi
+case "$pin" in
+    same) srv_cpu=0; cli_cpu=0; placement="server and client on CPU 0" ;;
+    split) srv_cpu=0; cli_cpu=1; placement="server on CPU 0, client on CPU 1" ;;
+    none) srv_cpu=""; cli_cpu=""; placement="not pinned" ;;
+    *) echo "--pin takes same, split or none" >&2; exit 2 ;;
+esac
+# pinned CPU: sets the array `pfx` to the command prefix that runs a program on CPU (none if
+# CPU is empty). A prefix, not a wrapper function, so that `$!` is the program's own pid.
+pinned() {
+    if [ -n "$1" ]; then pfx=(taskset -c "$1"); else pfx=(); fi
+}
+
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+target="${CARGO_TARGET_DIR:-$root/target}"
+cd "$root"
+echo "building orb-bench (release)..." >&2
+cargo build --release --quiet -p orb-bench
+bin="$target/release/orb-bench"
+
+outdir="$target/orb-bench"
+mkdir -p "$outdir"
+stamp="$(date -u +%Y%m%dT%H%M%SZ)"
+results="$outdir/results-$stamp.jsonl"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+: > "$results"
+
+client_flags=()
+[ "$quick" = 1 ] && client_flags+=(--quick)
+failed=0
+
+# start_server IMPL THREADS CPU: starts a server on a free port; sets server_pid, server_port.
+start_server() {
+    local imp="$1" threads="$2" cpu="$3"
+    # Truncate here: the background job's own redirection may happen after the first look.
+    : > "$work/server.json"
+    : > "$work/server.err"
+    pinned "$cpu"
+    "${pfx[@]+"${pfx[@]}"}" "$bin" server --port 0 --threads "$threads" --impl "$imp" \
+        > "$work/server.json" 2> "$work/server.err" &
+    server_pid=$!
+    server_port=""
+    for _ in $(seq 1 200); do
+        server_port="$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$work/server.err")"
+        [ -n "$server_port" ] && return 0
+        kill -0 "$server_pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    echo "server ($imp) did not start:" >&2
+    cat "$work/server.err" >&2
+    return 1
+}
+
+# stop_server: SIGTERM, wait (SIGKILL after 10 s); the server's JSON line is in server.json.
+stop_server() {
+    kill -TERM "$server_pid" 2>/dev/null || true
+    for _ in $(seq 1 200); do
+        kill -0 "$server_pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    kill -KILL "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+}
+
+# record RUN IMPL WORKLOAD CLIENT_JSON SERVER_JSON
+record() {
+    local server="${5:-null}"
+    [ -n "$server" ] || server=null
+    printf '{"run":%s,"impl":"%s","workload":"%s","client":%s,"server":%s}\n' \
+        "$1" "$2" "$3" "$4" "$server" >> "$results"
+}
+
+# one RUN IMPL WORKLOAD [ARGS...]: one client run against a fresh server.
+one() {
+    local run="$1" imp="$2" wl="$3"
+    shift 3
+    local threads=2 scpu="$srv_cpu" ccpu="$cli_cpu"
+    if [ "$wl" = tput ]; then scpu=""; ccpu=""; fi
+    start_server "$imp" "$threads" "$scpu" || { failed=1; return 0; }
+    local client
+    pinned "$ccpu"
+    if client="$("${pfx[@]+"${pfx[@]}"}" "$bin" client --impl "$imp" --port "$server_port" "$wl" "$@" \
+        "${client_flags[@]+"${client_flags[@]}"}" 2> "$work/client.err")"; then
+        :
+    else
+        echo "client $imp $wl failed:" >&2
+        cat "$work/client.err" >&2
+        failed=1
+    fi
+    stop_server
+    local server
+    server="$(tail -n 1 "$work/server.json")"
+    if [ -n "$client" ]; then
+        record "$run" "$imp" "$wl" "$client" "$server"
+    fi
+    echo "  $imp $wl: $client" >&2
+    echo "  $imp server: $server" >&2
+}
+
+for run in $(seq 1 "$runs"); do
+    echo "run $run of $runs" >&2
+    for wl in lat tput big; do
+        for imp in orb raw; do
+            if [ "$wl" = tput ]; then one "$run" "$imp" tput 32; else one "$run" "$imp" "$wl"; fi
+        done
+    done
+    for imp in orb raw; do
+        nest_cpu="$cli_cpu"
+        [ "$pin" = split ] && nest_cpu=""
+        pinned "$nest_cpu"
+        if nest="$("${pfx[@]+"${pfx[@]}"}" "$bin" nest --impl "$imp" --depth 1000 --threads 1 2> "$work/nest.err")"; then
+            :
+        else
+            echo "nest ($imp) failed:" >&2
+            cat "$work/nest.err" >&2
+            failed=1
+        fi
+        [ -n "$nest" ] && record "$run" "$imp" nest "$nest" null
+        echo "  $imp nest: $nest" >&2
+    done
+done
+
+model="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
+{
+    echo "## orb vs raw TCP ($([ "$quick" = 1 ] && echo "QUICK smoke run, not the protocol's parameters" || echo "protocol parameters"))"
+    echo
+    echo "Date: $(date -u '+%Y-%m-%d %H:%M UTC'). Machine: $(nproc) CPUs, ${model:-unknown CPU}, Linux $(uname -r), $(rustc --version)."
+    echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg). CPU placement (--pin $pin): lat, big and nest $placement; tput not pinned."
+    echo
+    "$bin" report "$results"
+} | tee "$outdir/table-$stamp.md"
+echo >&2
+echo "records: $results" >&2
+echo "table:   $outdir/table-$stamp.md" >&2
+exit "$failed"

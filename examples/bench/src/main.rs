@@ -1,0 +1,247 @@
+//! `orb-bench`: the benchmark protocol of `shared/bench/PROTOCOL.md` for the ORB (`--impl orb`,
+//! the default) and for a raw-TCP baseline (`--impl raw`) in one binary.
+//!
+//! ```text
+//! orb-bench server --port PORT --threads T [--impl orb|raw]   # until SIGTERM/SIGINT
+//! orb-bench client --port PORT lat|tput [N]|big [--impl orb|raw] [--quick]
+//! orb-bench nest --depth D [--threads T] [--impl orb|raw]
+//! orb-bench report FILE                                       # markdown table of a run.sh file
+//! ```
+//!
+//! Every command prints one JSON line on stdout (the server when it stops); everything else
+//! goes to stderr. A wrong reply exits non-zero. `--port 0` picks a free port; the server says
+//! which in its `listening on 127.0.0.1:PORT` line. `--quick` shrinks the workloads for smoke
+//! runs (not the protocol's numbers). `examples/bench/run.sh` runs everything side by side.
+//!
+//! The raw baseline has no `nest` (it has no object references to call back): `--impl raw nest`
+//! prints `"ok":false,"error":"not applicable ..."` and exits 0.
+
+mod metrics;
+mod orb_impl;
+mod raw;
+mod report;
+mod workload;
+
+use metrics::{peak_rss_kb, JsonLine};
+use std::process::ExitCode;
+use workload::{EchoConn, Params};
+
+const USAGE: &str = "usage:
+  orb-bench server --port PORT --threads T [--impl orb|raw]
+  orb-bench client --port PORT lat|tput [N]|big [--impl orb|raw] [--quick]
+  orb-bench nest --depth D [--threads T] [--impl orb|raw]
+  orb-bench report FILE";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Impl {
+    Orb,
+    Raw,
+}
+
+impl Impl {
+    fn name(self) -> &'static str {
+        match self {
+            Impl::Orb => "orb",
+            Impl::Raw => "raw",
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Args {
+    command: String,
+    positional: Vec<String>,
+    imp: Impl,
+    port: Option<u16>,
+    threads: Option<usize>,
+    depth: Option<u32>,
+    quick: bool,
+}
+
+fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
+    let command = it.next().ok_or("missing command")?;
+    let mut a = Args {
+        command,
+        positional: Vec::new(),
+        imp: Impl::Orb,
+        port: None,
+        threads: None,
+        depth: None,
+        quick: false,
+    };
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
+        match arg.as_str() {
+            "--impl" => {
+                a.imp = match value("--impl")?.as_str() {
+                    "orb" => Impl::Orb,
+                    "raw" => Impl::Raw,
+                    other => return Err(format!("unknown implementation `{other}`")),
+                }
+            }
+            "--port" => a.port = Some(parse(&value("--port")?, "--port")?),
+            "--threads" => a.threads = Some(parse(&value("--threads")?, "--threads")?),
+            "--depth" => a.depth = Some(parse(&value("--depth")?, "--depth")?),
+            "--quick" => a.quick = true,
+            "-h" | "--help" => return Err(String::new()),
+            s if s.starts_with("--") => return Err(format!("unknown option `{s}`")),
+            _ => a.positional.push(arg),
+        }
+    }
+    Ok(a)
+}
+
+fn parse<T: std::str::FromStr>(s: &str, what: &str) -> Result<T, String> {
+    s.parse().map_err(|_| format!("bad value `{s}` for {what}"))
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args(std::env::args().skip(1)) {
+        Ok(a) => a,
+        Err(e) => {
+            if !e.is_empty() {
+                eprintln!("orb-bench: {e}");
+            }
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("orb-bench {}: {e}", args.command);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs a command; `Ok(false)` is a completed run that failed (a `nest` that did not finish).
+fn run(a: &Args) -> Result<bool, String> {
+    match a.command.as_str() {
+        "server" => {
+            let port = a.port.ok_or("server needs --port")?;
+            let threads = a.threads.ok_or("server needs --threads")?;
+            // Registered before "listening" is printed, so a signal sent right after it is
+            // seen. signal-hook's iterator is a self-pipe: safe code, and no polling.
+            let mut signals = signal_hook::iterator::Signals::new([
+                signal_hook::consts::SIGTERM,
+                signal_hook::consts::SIGINT,
+            ])
+            .map_err(|e| format!("cannot handle signals: {e}"))?;
+            let wait = move || {
+                let _ = signals.forever().next();
+            };
+            match a.imp {
+                Impl::Orb => orb_impl::server(port, threads, wait)?,
+                Impl::Raw => raw::server(port, wait)?,
+            }
+            Ok(true)
+        }
+        "client" => client(a).map(|()| true),
+        "nest" => {
+            let depth = a.depth.ok_or("nest needs --depth")?;
+            let threads = a.threads.unwrap_or(1);
+            match a.imp {
+                Impl::Orb => orb_impl::nest(depth, threads),
+                Impl::Raw => {
+                    JsonLine::new()
+                        .str("impl", "raw")
+                        .str("workload", "nest")
+                        .int("depth", u64::from(depth))
+                        .int("threads", threads as u64)
+                        .bool("ok", false)
+                        .str(
+                            "error",
+                            "not applicable: raw TCP has no object references to call back",
+                        )
+                        .print();
+                    Ok(true)
+                }
+            }
+        }
+        "nest-peer" => orb_impl::nest_peer(a.threads.unwrap_or(1)).map(|()| true),
+        "report" => {
+            let file = a.positional.first().ok_or("report needs a file")?;
+            report::print(file).map(|()| true)
+        }
+        other => Err(format!("unknown command `{other}`\n{USAGE}")),
+    }
+}
+
+fn client(a: &Args) -> Result<(), String> {
+    let port = a.port.ok_or("client needs --port")?;
+    let params = if a.quick {
+        Params {
+            lat_warmup: 200,
+            lat_calls: 2_000,
+            tput_warmup: std::time::Duration::from_millis(200),
+            tput_measure: std::time::Duration::from_secs(1),
+            big_warmup: 2,
+            big_calls: 20,
+        }
+    } else {
+        Params::default()
+    };
+    let workload = a.positional.first().ok_or("client needs a workload")?;
+    let imp = a.imp.name();
+    let outcome = match (a.imp, workload.as_str()) {
+        (Impl::Orb, "lat" | "big") => {
+            let orb = orb_impl::client_orb()?;
+            let client = orb_impl::echo_client(&orb, port)?;
+            let mut conn = orb_impl::OrbConn(&client);
+            let r = single(&mut conn, workload, &params, imp);
+            orb_impl::report_client_stats(&orb, workload);
+            orb.shutdown();
+            r?
+        }
+        (Impl::Raw, "lat" | "big") => {
+            let mut conn = raw::RawConn::connect(port)?;
+            single(&mut conn, workload, &params, imp)?
+        }
+        (_, "tput") => {
+            let n: usize = match a.positional.get(1) {
+                Some(s) => parse(s, "tput N")?,
+                None => 32,
+            };
+            if n == 0 {
+                return Err("tput needs at least one thread".into());
+            }
+            match a.imp {
+                Impl::Orb => {
+                    let orb = orb_impl::client_orb()?;
+                    // ONE stub, hence one connection, shared by all N threads.
+                    let client = orb_impl::echo_client(&orb, port)?;
+                    let make = |_| Ok(orb_impl::OrbConn(&client));
+                    let r = workload::tput(n, &make, &params, imp);
+                    orb_impl::report_client_stats(&orb, "tput");
+                    let opened = orb.stats().connections_opened;
+                    orb.shutdown();
+                    let r = r?;
+                    assert_eq!(opened, 1, "tput must multiplex one connection");
+                    r
+                }
+                Impl::Raw => {
+                    let make = |_| raw::RawConn::connect(port);
+                    workload::tput(n, &make, &params, imp)?
+                }
+            }
+        }
+        (_, other) => return Err(format!("unknown workload `{other}` (lat, tput [N], big)")),
+    };
+    outcome.line.int("peak_rss_kb", peak_rss_kb()).print();
+    Ok(())
+}
+
+fn single(
+    conn: &mut impl EchoConn,
+    workload: &str,
+    p: &Params,
+    imp: &str,
+) -> Result<workload::Outcome, String> {
+    if workload == "lat" {
+        workload::lat(conn, p, imp)
+    } else {
+        workload::big(conn, p, imp)
+    }
+}

@@ -1,0 +1,302 @@
+//! The ORB side (`--impl orb`): generated stubs and skeletons from `proto/bench.proto`, used
+//! exactly as a user would.
+
+use crate::metrics::{
+    cross_check, main_thread_ctx_switches, peak_rss_kb, proc_status_ctx_switches, CtxSwitches,
+    JsonLine,
+};
+use crate::workload::EchoConn;
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Generated from `proto/bench.proto`.
+#[allow(dead_code, missing_docs, clippy::all, clippy::pedantic)]
+pub mod bench {
+    orb::include_proto!("bench");
+}
+
+use bench::{
+    Echo, EchoClient, EchoSkeleton, Node, NodeClient, NodeSkeleton, Payload, PingReply, PingRequest,
+};
+
+/// How long a nested call chain may take before it counts as a deadlock (PROTOCOL.md).
+pub const NEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The echo servant.
+struct EchoServant;
+
+impl Echo for EchoServant {
+    fn echo(&self, _ctx: &orb::Context, req: Payload) -> Result<Payload, orb::Exception> {
+        Ok(req)
+    }
+}
+
+/// The reference a client builds from the port alone (GIOP 1.2, object key `echo`).
+fn echo_ref(orb: &orb::Orb, port: u16) -> Result<orb::ObjectRef, String> {
+    orb.string_to_object(&format!("corbaloc::1.2@127.0.0.1:{port}/echo"))
+        .map_err(|e| e.to_string())
+}
+
+/// The client ORB: no listener, and no pool threads. With `threads(0)` the calling thread
+/// leads the event loop while it waits, so it reads its own reply from the socket and returns:
+/// no hand-off from a pool thread, hence no extra context switch and wake-up per call. With
+/// many callers on one connection (`tput`), whichever caller leads reads the replies and hands
+/// each one to its waiter.
+pub fn client_orb() -> Result<orb::Orb, String> {
+    orb::Orb::builder()
+        .no_listen()
+        .threads(0)
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+/// An [`EchoConn`] over a (possibly shared) generated stub.
+pub struct OrbConn<'a>(pub &'a EchoClient);
+
+impl EchoConn for OrbConn<'_> {
+    fn echo(&mut self, data: Vec<u8>) -> Result<Vec<u8>, String> {
+        self.0
+            .echo(Payload { data })
+            .map(|p| p.data)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// A stub for the echo object of the server on `port`.
+pub fn echo_client(orb: &orb::Orb, port: u16) -> Result<EchoClient, String> {
+    Ok(EchoClient::new(orb, echo_ref(orb, port)?))
+}
+
+/// Client-side ORB counters, for stderr (diagnostics; the JSON line has the protocol's fields).
+pub fn report_client_stats(orb: &orb::Orb, what: &str) {
+    let s = orb.stats();
+    eprintln!(
+        "orb client ({what}): requests_sent={} replies_received={} connections_opened={} \
+         leader_promotions={} follower_wakeups={}",
+        s.requests_sent,
+        s.replies_received,
+        s.connections_opened,
+        s.leader_promotions,
+        s.follower_wakeups
+    );
+}
+
+/// `server --impl orb`: serves the echo object under key `echo` with `threads` pool threads
+/// until SIGTERM/SIGINT, then prints its JSON line (calls served = the ORB's request counter).
+pub fn server(port: u16, threads: usize, wait_for_signal: impl FnOnce()) -> Result<(), String> {
+    let orb = orb::Orb::builder()
+        .listen(("127.0.0.1", port))
+        .threads(threads)
+        .build()
+        .map_err(|e| e.to_string())?;
+    orb.activate(&b"echo"[..], EchoSkeleton::new(EchoServant));
+    let addr = orb.listen_addrs()[0];
+    let before = CtxSwitches::now();
+    let (proc_before, main_before) = (proc_status_ctx_switches(), main_thread_ctx_switches());
+    let stats0 = orb.stats();
+    eprintln!("listening on {addr}");
+    wait_for_signal();
+    cross_check(before, proc_before, main_before);
+    let ctx = CtxSwitches::now().since(before);
+    let s = orb.stats();
+    let calls = s.requests_received - stats0.requests_received;
+    let per = |n: u64| {
+        if calls == 0 {
+            0.0
+        } else {
+            n as f64 / calls as f64
+        }
+    };
+    JsonLine::new()
+        .str("impl", "orb")
+        .str("role", "server")
+        .int("threads", threads as u64)
+        .int("calls", calls)
+        .num("ctx_switches_per_call", ctx.per_call(calls))
+        .int("voluntary_ctx_switches", ctx.voluntary)
+        .int("involuntary_ctx_switches", ctx.involuntary)
+        .int("peak_rss_kb", peak_rss_kb())
+        .int("connections_accepted", s.connections_accepted)
+        .num("leader_promotions_per_call", per(s.leader_promotions))
+        .num("follower_wakeups_per_call", per(s.follower_wakeups))
+        .print();
+    orb.shutdown();
+    Ok(())
+}
+
+/// A node of the nested ping-pong: calls its peer back until depth 0.
+struct NodeServant {
+    orb: orb::Orb,
+    me: Mutex<Option<orb::ObjectRef>>,
+}
+
+impl Node for Arc<NodeServant> {
+    fn ping(&self, _ctx: &orb::Context, req: PingRequest) -> Result<PingReply, orb::Exception> {
+        if req.depth == 0 {
+            return Ok(PingReply { depth_reached: 0 });
+        }
+        let peer = req.peer.ok_or_else(|| {
+            orb::Exception::from(orb::SystemException::bad_param(0, "ping without a peer"))
+        })?;
+        let me = self.me.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let reply = NodeClient::new(&self.orb, peer).ping(PingRequest {
+            depth: req.depth - 1,
+            peer: me,
+        })?;
+        Ok(PingReply {
+            depth_reached: reply.depth_reached + 1,
+        })
+    }
+}
+
+fn node_orb(threads: usize) -> Result<(orb::Orb, orb::ObjectRef), String> {
+    let orb = orb::Orb::builder()
+        .threads(threads)
+        .call_timeout(NEST_TIMEOUT)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let servant = Arc::new(NodeServant {
+        orb: orb.clone(),
+        me: Mutex::new(None),
+    });
+    let r = orb.activate(&b"node"[..], NodeSkeleton::new(servant.clone()));
+    *servant.me.lock().unwrap_or_else(|p| p.into_inner()) = Some(r.clone());
+    Ok((orb, r))
+}
+
+/// The peer process of `nest` (node B): prints its reference on stdout, serves until its
+/// stdin closes (the parent exited or is done).
+pub fn nest_peer(threads: usize) -> Result<(), String> {
+    let (orb, r) = node_orb(threads)?;
+    println!("{}", orb.object_to_string(&r));
+    let mut sink = Vec::new();
+    let _ = std::io::stdin().read_to_end(&mut sink);
+    orb.shutdown();
+    Ok(())
+}
+
+/// `nest --depth D --threads T` (two processes): this process is node A with `threads` pool
+/// threads; node B is a child process (`nest-peer`) with `max(threads, 1)` pool threads, since
+/// a process whose ORB has no thread at all cannot take the first call. A calls `B.ping(D, A)`
+/// from an application thread (a bound caller; with `--threads 0` it is A's only thread).
+pub fn nest(depth: u32, threads: usize) -> Result<bool, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let peer_threads = threads.max(1);
+    let mut child = Command::new(exe)
+        .args(["nest-peer", "--threads", &peer_threads.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("cannot start the peer process: {e}"))?;
+    let ior = {
+        let out = child.stdout.take().ok_or("no stdout of the peer")?;
+        let mut line = String::new();
+        BufReader::new(out)
+            .read_line(&mut line)
+            .map_err(|e| e.to_string())?;
+        line.trim().to_string()
+    };
+    eprintln!(
+        "nest: peer process {} ({peer_threads} pool threads)",
+        child.id()
+    );
+    let (orb, me) = node_orb(threads)?;
+    let peer = orb.string_to_object(&ior).map_err(|e| e.to_string())?;
+    let (tx, rx) = mpsc::channel();
+    {
+        let orb = orb.clone();
+        // Nested upcalls recurse on the serving thread's stack: give the caller (which serves
+        // every upcall of A when A has no pool thread) the same stack as an ORB pool thread.
+        std::thread::Builder::new()
+            .name("nest-caller".into())
+            .stack_size(64 << 20)
+            .spawn(move || {
+                let client = NodeClient::new(&orb, peer);
+                let chain = || {
+                    let t0 = Instant::now();
+                    let r = client.ping(PingRequest {
+                        depth,
+                        peer: Some(me.clone()),
+                    });
+                    (r, t0.elapsed())
+                };
+                // A first, untimed-for-the-result chain: it touches the deep stacks and the
+                // allocator's memory for the first time (page faults); its time is reported
+                // as `cold_us_per_level`.
+                let cold = chain();
+                let warm = if matches!(&cold.0, Ok(r) if r.depth_reached == depth) {
+                    let ctx0 = CtxSwitches::now();
+                    let warm = chain();
+                    Some((warm, CtxSwitches::now().since(ctx0)))
+                } else {
+                    None
+                };
+                let _ = tx.send((cold, warm));
+            })
+            .map_err(|e| e.to_string())?;
+    }
+    // Each call has its own 30 s deadline; this watchdog only guards against a hang in them.
+    let outcome = rx.recv_timeout(2 * NEST_TIMEOUT + Duration::from_secs(5));
+    let line = JsonLine::new()
+        .str("impl", "orb")
+        .str("workload", "nest")
+        .int("depth", u64::from(depth))
+        .int("threads", threads as u64);
+    let per_level = |d: Duration| d.as_secs_f64() * 1e6 / f64::from(depth.max(1));
+    let failed = |line: JsonLine, r: &Result<PingReply, orb::Exception>, d: Duration| {
+        let why = match r {
+            Ok(reply) => format!("reached depth {} of {depth}", reply.depth_reached),
+            Err(e) => e.to_string(),
+        };
+        line.bool("ok", false)
+            .num("secs", d.as_secs_f64())
+            .str("error", &why)
+            .print();
+    };
+    let ok = match outcome {
+        Ok(((cold, cold_t), Some(((Ok(reply), t), ctx)))) if reply.depth_reached == depth => {
+            let _ = cold;
+            line.bool("ok", true)
+                .num("secs", t.as_secs_f64())
+                .num("us_per_level", per_level(t))
+                .num("cold_us_per_level", per_level(cold_t))
+                .num("ctx_switches_per_call", ctx.per_call(u64::from(depth) + 1))
+                .int("peak_rss_kb", peak_rss_kb())
+                .print();
+            true
+        }
+        Ok((_, Some(((r, t), _)))) => {
+            failed(line, &r, t);
+            false
+        }
+        Ok(((r, t), None)) => {
+            failed(line, &r, t);
+            false
+        }
+        Err(_) => {
+            line.bool("ok", false)
+                .str("error", "no reply within the timeout (hang)")
+                .print();
+            let _ = child.kill();
+            std::process::exit(1);
+        }
+    };
+    drop(child.stdin.take());
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(10)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break;
+            }
+        }
+    }
+    orb.shutdown();
+    Ok(ok)
+}

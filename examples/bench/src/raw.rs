@@ -1,0 +1,172 @@
+//! The raw-TCP baseline (`--impl raw`): what the hardware and kernel give for the same echo.
+//!
+//! Blocking std sockets, TCP_NODELAY on both sides, one thread per connection on the server,
+//! one connection per client thread. A message is a 4-byte little-endian length, then the
+//! payload. Each side reads through a `BufReader` (a small message costs one `read`) and writes
+//! prefix and payload with one `writev` (no copy into a combined buffer): one read and one write
+//! system call per message, the least a request/reply over TCP can cost.
+
+use crate::metrics::{
+    cross_check, main_thread_ctx_switches, peak_rss_kb, proc_status_ctx_switches, CtxSwitches,
+    JsonLine,
+};
+use crate::workload::EchoConn;
+use std::io::{self, BufReader, IoSlice, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Largest message either side accepts (the ORB's default maximum message size).
+const MAX_LEN: usize = 64 << 20;
+
+/// Writes every byte of `bufs` (`Write::write_all_vectored` is not stable yet).
+fn write_all_vectored(mut w: impl Write, bufs: &mut [IoSlice<'_>]) -> io::Result<()> {
+    let mut bufs = bufs;
+    IoSlice::advance_slices(&mut bufs, 0);
+    while !bufs.is_empty() {
+        match w.write_vectored(bufs) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut bufs, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn write_msg(w: &TcpStream, data: &[u8]) -> io::Result<()> {
+    let len = u32::try_from(data.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "message too long"))?;
+    let prefix = len.to_le_bytes();
+    write_all_vectored(w, &mut [IoSlice::new(&prefix), IoSlice::new(data)])
+}
+
+/// Reads one message into `buf` (replacing its contents); `Ok(false)` on a clean end of stream.
+fn read_msg(r: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<bool> {
+    let mut prefix = [0u8; 4];
+    match r.read_exact(&mut prefix) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(false),
+        Err(e) => return Err(e),
+    }
+    let len = u32::from_le_bytes(prefix) as usize;
+    if len > MAX_LEN {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "message too long",
+        ));
+    }
+    buf.clear();
+    buf.reserve(len);
+    let got = r.take(len as u64).read_to_end(buf)?;
+    if got != len {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(true)
+}
+
+/// A client connection of the baseline.
+pub struct RawConn {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl RawConn {
+    pub fn connect(port: u16) -> Result<Self, String> {
+        let s = TcpStream::connect(("127.0.0.1", port))
+            .map_err(|e| format!("cannot connect to 127.0.0.1:{port}: {e}"))?;
+        s.set_nodelay(true).map_err(|e| e.to_string())?;
+        let writer = s.try_clone().map_err(|e| e.to_string())?;
+        Ok(RawConn {
+            reader: BufReader::with_capacity(64 * 1024, s),
+            writer,
+        })
+    }
+}
+
+impl EchoConn for RawConn {
+    fn echo(&mut self, data: Vec<u8>) -> Result<Vec<u8>, String> {
+        write_msg(&self.writer, &data).map_err(|e| format!("write: {e}"))?;
+        let mut reply = Vec::new();
+        match read_msg(&mut self.reader, &mut reply) {
+            Ok(true) => Ok(reply),
+            Ok(false) => Err("server closed the connection".into()),
+            Err(e) => Err(format!("read: {e}")),
+        }
+    }
+}
+
+/// Serves one connection: echo every message until the peer closes.
+fn serve(s: TcpStream, calls: &AtomicU64) -> io::Result<()> {
+    s.set_nodelay(true)?;
+    let writer = s.try_clone()?;
+    let mut reader = BufReader::with_capacity(64 * 1024, s);
+    let mut buf = Vec::new();
+    while read_msg(&mut reader, &mut buf)? {
+        write_msg(&writer, &buf)?;
+        calls.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// `server --impl raw`: accepts on a thread of its own and serves each connection on a new
+/// thread until SIGTERM/SIGINT, then prints its JSON line.
+pub fn server(port: u16, wait_for_signal: impl FnOnce()) -> Result<(), String> {
+    let l = TcpListener::bind(("127.0.0.1", port))
+        .map_err(|e| format!("cannot listen on 127.0.0.1:{port}: {e}"))?;
+    let addr = l.local_addr().map_err(|e| e.to_string())?;
+    let calls = Arc::new(AtomicU64::new(0));
+    let live = Arc::new(AtomicUsize::new(0));
+    let conns = Arc::new(AtomicU64::new(0));
+    let before = CtxSwitches::now();
+    let (proc_before, main_before) = (proc_status_ctx_switches(), main_thread_ctx_switches());
+    {
+        let (calls, live, conns) = (calls.clone(), live.clone(), conns.clone());
+        std::thread::Builder::new()
+            .name("raw-accept".into())
+            .spawn(move || {
+                for s in l.incoming() {
+                    let Ok(s) = s else { continue };
+                    conns.fetch_add(1, Ordering::Relaxed);
+                    live.fetch_add(1, Ordering::AcqRel);
+                    let (calls, live) = (calls.clone(), live.clone());
+                    let spawned =
+                        std::thread::Builder::new()
+                            .name("raw-conn".into())
+                            .spawn(move || {
+                                if let Err(e) = serve(s, &calls) {
+                                    eprintln!("raw server: connection ended: {e}");
+                                }
+                                live.fetch_sub(1, Ordering::AcqRel);
+                            });
+                    if let Err(e) = spawned {
+                        eprintln!("raw server: cannot start a thread: {e}");
+                    }
+                }
+            })
+            .map_err(|e| e.to_string())?;
+    }
+    eprintln!("listening on {addr}");
+    wait_for_signal();
+    // Let connection threads that saw their client leave finish (their counts then sit in the
+    // process totals), but do not wait for clients still connected.
+    let until = Instant::now() + Duration::from_millis(500);
+    while live.load(Ordering::Acquire) > 0 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    cross_check(before, proc_before, main_before);
+    let ctx = CtxSwitches::now().since(before);
+    let n = calls.load(Ordering::Relaxed);
+    JsonLine::new()
+        .str("impl", "raw")
+        .str("role", "server")
+        .int("threads", conns.load(Ordering::Relaxed))
+        .int("calls", n)
+        .num("ctx_switches_per_call", ctx.per_call(n))
+        .int("voluntary_ctx_switches", ctx.voluntary)
+        .int("involuntary_ctx_switches", ctx.involuntary)
+        .int("peak_rss_kb", peak_rss_kb())
+        .print();
+    Ok(())
+}

@@ -1,0 +1,268 @@
+//! `orb-bench report FILE`: reads the records `run.sh` collected (one JSON object per line:
+//! `{"run":R,"impl":..,"workload":..,"client":{client line},"server":{server line}|null}`) and
+//! prints the markdown tables: medians over the runs, and the ORB's ratio to the raw baseline.
+//!
+//! A ratio is the median of the per-run ratios (orb and raw measured in the same run), so it
+//! can differ slightly from the ratio of the two medians shown beside it.
+
+use serde_json::Value;
+
+struct Record {
+    run: u64,
+    imp: String,
+    workload: String,
+    client: Value,
+    server: Value,
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+fn fmt(v: Option<f64>) -> String {
+    match v {
+        None => "n/a".into(),
+        Some(x) if x.abs() >= 1000.0 => format!("{x:.0}"),
+        Some(x) if x.abs() >= 100.0 => format!("{x:.1}"),
+        Some(x) => format!("{x:.2}"),
+    }
+}
+
+struct Data(Vec<Record>);
+
+impl Data {
+    fn runs(&self) -> Vec<u64> {
+        let mut r: Vec<u64> = self.0.iter().map(|r| r.run).collect();
+        r.sort_unstable();
+        r.dedup();
+        r
+    }
+
+    fn get(&self, run: u64, imp: &str, workload: &str) -> Option<&Record> {
+        self.0
+            .iter()
+            .find(|r| r.run == run && r.imp == imp && r.workload == workload)
+    }
+
+    /// One client (`side` = "client") or server field over the runs.
+    fn series(&self, imp: &str, workload: &str, side: &str, field: &str) -> Vec<f64> {
+        self.runs()
+            .into_iter()
+            .filter_map(|run| {
+                let r = self.get(run, imp, workload)?;
+                let obj = if side == "client" {
+                    &r.client
+                } else {
+                    &r.server
+                };
+                obj.get(field)?.as_f64()
+            })
+            .collect()
+    }
+
+    fn med(&self, imp: &str, workload: &str, side: &str, field: &str) -> Option<f64> {
+        median(self.series(imp, workload, side, field))
+    }
+
+    /// Median over runs of `a(run) / b(run)`.
+    fn ratio(
+        &self,
+        a: (&str, &str, &str),
+        b: (&str, &str, &str),
+        side_a: &str,
+        side_b: &str,
+    ) -> Option<f64> {
+        let v = self
+            .runs()
+            .into_iter()
+            .filter_map(|run| {
+                let x = self.field(run, a, side_a)?;
+                let y = self.field(run, b, side_b)?;
+                (y != 0.0).then(|| x / y)
+            })
+            .collect();
+        median(v)
+    }
+
+    fn field(&self, run: u64, (imp, wl, f): (&str, &str, &str), side: &str) -> Option<f64> {
+        let r = self.get(run, imp, wl)?;
+        let obj = if side == "client" {
+            &r.client
+        } else {
+            &r.server
+        };
+        obj.get(f)?.as_f64()
+    }
+}
+
+fn verdict(v: Option<f64>, limit: f64, goal: f64, at_most: bool) -> &'static str {
+    match v {
+        None => "n/a",
+        Some(x) => {
+            let meets = |l: f64| if at_most { x <= l } else { x >= l };
+            if meets(goal) {
+                "pass (goal met)"
+            } else if meets(limit) {
+                "pass"
+            } else {
+                "FAIL"
+            }
+        }
+    }
+}
+
+pub fn print(file: &str) -> Result<(), String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
+    let mut records = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: Value = serde_json::from_str(line).map_err(|e| format!("{file}:{}: {e}", i + 1))?;
+        records.push(Record {
+            run: v["run"].as_u64().unwrap_or(0),
+            imp: v["impl"].as_str().unwrap_or("").to_string(),
+            workload: v["workload"].as_str().unwrap_or("").to_string(),
+            client: v["client"].clone(),
+            server: v["server"].clone(),
+        });
+    }
+    let d = Data(records);
+    let runs = d.runs().len();
+    let tput_threads = d
+        .med("orb", "tput", "client", "threads")
+        .map_or("N".into(), |n| format!("{n:.0}"));
+    let nest_depth = d
+        .med("orb", "nest", "client", "depth")
+        .map_or("D".into(), |n| format!("{n:.0}"));
+    let nest_threads = d
+        .med("orb", "nest", "client", "threads")
+        .map_or("T".into(), |n| format!("{n:.0}"));
+    let nest_ok: Vec<bool> = d
+        .runs()
+        .into_iter()
+        .filter_map(|run| d.get(run, "orb", "nest"))
+        .map(|r| r.client["ok"].as_bool().unwrap_or(false))
+        .collect();
+
+    println!("Medians of {runs} run(s); ratio = median of the per-run orb/raw ratios.\n");
+    println!("| metric | orb | raw | ratio | target (goal) | result |");
+    println!("|---|---:|---:|---:|---|---|");
+    let row = |name: &str, wl: &str, f: &str, target: &str, limit: f64, goal: f64, le: bool| {
+        let r = d.ratio(("orb", wl, f), ("raw", wl, f), "client", "client");
+        println!(
+            "| {name} | {} | {} | {} | {target} | {} |",
+            fmt(d.med("orb", wl, "client", f)),
+            fmt(d.med("raw", wl, "client", f)),
+            fmt(r),
+            verdict(r, limit, goal, le)
+        );
+    };
+    row(
+        "lat p50 (µs)",
+        "lat",
+        "p50_us",
+        "≤ 1.3 × raw (≤ 1.1 ×)",
+        1.3,
+        1.1,
+        true,
+    );
+    row("lat p99 (µs)", "lat", "p99_us", "≤ 2 × raw", 2.0, 2.0, true);
+    row(
+        &format!("tput {tput_threads} (calls/s; orb: 1 connection, 2 server threads)"),
+        "tput",
+        "rps",
+        "≥ 1.0 × raw (≥ 1.5 ×)",
+        1.0,
+        1.5,
+        false,
+    );
+    row(
+        "big (MB/s)",
+        "big",
+        "mb_per_s",
+        "≥ 0.6 × raw (≥ 0.8 ×)",
+        0.6,
+        0.8,
+        false,
+    );
+    {
+        let r = d.ratio(
+            ("orb", "nest", "us_per_level"),
+            ("orb", "lat", "p50_us"),
+            "client",
+            "client",
+        );
+        let all_ok = !nest_ok.is_empty() && nest_ok.iter().all(|&ok| ok);
+        let v = if all_ok {
+            verdict(r, 2.0, 1.5, true)
+        } else {
+            "FAIL (not ok)"
+        };
+        println!(
+            "| nest depth {nest_depth}, threads {nest_threads} (µs/level; \"raw\" column: orb lat p50) | {} | {} | {} | ok, ≤ 2 × lat p50 (≤ 1.5 ×) | {v} ({}/{} ok) |",
+            fmt(d.med("orb", "nest", "client", "us_per_level")),
+            fmt(d.med("orb", "lat", "client", "p50_us")),
+            fmt(r),
+            nest_ok.iter().filter(|&&ok| ok).count(),
+            nest_ok.len(),
+        );
+    }
+    for (wl, limit) in [("lat", 2.0), ("tput", 1.0)] {
+        let orb = d.med("orb", wl, "server", "ctx_switches_per_call");
+        println!(
+            "| server context switches per call, {wl} | {} | {} | | ≤ {limit} | {} |",
+            fmt(orb),
+            fmt(d.med("raw", wl, "server", "ctx_switches_per_call")),
+            verdict(orb, limit, limit, true)
+        );
+    }
+
+    println!("\nPer workload (medians): context switches per call and peak RSS of both processes; ORB server Leader/Followers counters per call.\n");
+    println!("| workload | impl | server ctx sw/call | server peak RSS (KiB) | client ctx sw/call | client peak RSS (KiB) | server promotions/call | server follower wake-ups/call | p50 (µs) | p99 (µs) |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for wl in ["lat", "tput", "big", "nest"] {
+        for imp in ["orb", "raw"] {
+            if d.series(imp, wl, "client", "workload").is_empty()
+                && !d.0.iter().any(|r| r.imp == imp && r.workload == wl)
+            {
+                continue;
+            }
+            let m = |side: &str, f: &str| fmt(d.med(imp, wl, side, f));
+            println!(
+                "| {wl} | {imp} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                m("server", "ctx_switches_per_call"),
+                m("server", "peak_rss_kb"),
+                m("client", "ctx_switches_per_call"),
+                m("client", "peak_rss_kb"),
+                m("server", "leader_promotions_per_call"),
+                m("server", "follower_wakeups_per_call"),
+                m("client", "p50_us"),
+                m("client", "p99_us"),
+            );
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median;
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median(vec![]), None);
+    }
+}

@@ -1,0 +1,218 @@
+//! The client workloads of PROTOCOL.md, written once over [`EchoConn`] so that the ORB and the
+//! raw baseline run exactly the same loop.
+
+use crate::metrics::{CtxSwitches, JsonLine, Latencies};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Barrier, OnceLock};
+use std::time::{Duration, Instant};
+
+/// One way of calling `echo(bytes) -> bytes`.
+pub trait EchoConn {
+    /// Sends `data`, returns the reply's payload.
+    fn echo(&mut self, data: Vec<u8>) -> Result<Vec<u8>, String>;
+}
+
+/// Workload parameters (the protocol's by default; smaller in `--quick` smoke runs).
+#[derive(Clone, Debug)]
+pub struct Params {
+    pub lat_warmup: usize,
+    pub lat_calls: usize,
+    pub tput_warmup: Duration,
+    pub tput_measure: Duration,
+    pub big_warmup: usize,
+    pub big_calls: usize,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            lat_warmup: 2_000,
+            lat_calls: 20_000,
+            tput_warmup: Duration::from_secs(1),
+            tput_measure: Duration::from_secs(5),
+            big_warmup: 20,
+            big_calls: 200,
+        }
+    }
+}
+
+pub const SMALL: usize = 64;
+pub const BIG: usize = 1 << 20;
+
+/// Payload bytes derived from a seed, so a reply routed to the wrong caller shows.
+pub fn payload(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn check(reply: &[u8], sent: &[u8]) -> Result<(), String> {
+    if reply == sent {
+        Ok(())
+    } else {
+        Err(format!(
+            "wrong reply: {} bytes, expected the {} bytes sent",
+            reply.len(),
+            sent.len()
+        ))
+    }
+}
+
+/// What a workload run measured, before the implementation adds its name.
+pub struct Outcome {
+    pub line: JsonLine,
+}
+
+/// `lat`: one thread, sequential 64 B calls, each timed (the request is built and the reply
+/// checked outside the timed part).
+pub fn lat(conn: &mut impl EchoConn, p: &Params, imp: &str) -> Result<Outcome, String> {
+    let data = payload(1, SMALL);
+    for _ in 0..p.lat_warmup {
+        check(&conn.echo(data.clone())?, &data)?;
+    }
+    let ctx0 = CtxSwitches::now();
+    let mut lats = Latencies::with_capacity(p.lat_calls);
+    let start = Instant::now();
+    for _ in 0..p.lat_calls {
+        let req = data.clone();
+        let t0 = Instant::now();
+        let reply = conn.echo(req)?;
+        lats.push(t0.elapsed());
+        check(&reply, &data)?;
+    }
+    let wall = start.elapsed().as_secs_f64();
+    let ctx = CtxSwitches::now().since(ctx0);
+    let calls = lats.len() as u64;
+    let s = lats.sorted();
+    let line = JsonLine::new()
+        .str("impl", imp)
+        .str("workload", "lat")
+        .int("calls", calls)
+        .num("p50_us", s.percentile_us(50.0))
+        .num("p99_us", s.percentile_us(99.0))
+        .num("p999_us", s.percentile_us(99.9))
+        .num("mean_us", s.mean_us())
+        .num("rps", calls as f64 / wall)
+        .num("ctx_switches_per_call", ctx.per_call(calls));
+    Ok(Outcome { line })
+}
+
+/// `tput N`: N threads calling concurrently; a call counts if it completes inside the
+/// measured window (after the warm-up). `make(i)` gives thread `i` its connection: a shared
+/// stub for the ORB, its own socket for the raw baseline. The context switches are those of the
+/// measured window (sampled by the main thread at its start and end).
+pub fn tput<C: EchoConn>(
+    threads: usize,
+    make: &(dyn Fn(usize) -> Result<C, String> + Sync),
+    p: &Params,
+    imp: &str,
+) -> Result<Outcome, String> {
+    let barrier = Barrier::new(threads + 1);
+    let failed = AtomicBool::new(false);
+    let begin = OnceLock::new();
+    let (results, ctx) = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let (barrier, failed, begin) = (&barrier, &failed, &begin);
+                s.spawn(move || -> Result<Latencies, String> {
+                    let conn = make(i);
+                    // Everyone meets at the barriers, even after a failed connect: the first
+                    // when connected, the second once the main thread has set the start time.
+                    barrier.wait();
+                    barrier.wait();
+                    let mut conn = conn?;
+                    let begin: Instant = *begin.get().ok_or("no start time")?;
+                    let data = payload(i as u64 + 2, SMALL);
+                    let warm_end = begin + p.tput_warmup;
+                    let end = warm_end + p.tput_measure;
+                    let mut lats = Latencies::with_capacity(1 << 16);
+                    loop {
+                        if failed.load(Ordering::Relaxed) {
+                            return Err("another thread failed".into());
+                        }
+                        let req = data.clone();
+                        let t0 = Instant::now();
+                        let outcome = conn.echo(req).and_then(|r| check(&r, &data));
+                        let t1 = Instant::now();
+                        if let Err(e) = outcome {
+                            failed.store(true, Ordering::Relaxed);
+                            return Err(e);
+                        }
+                        if t1 > end {
+                            return Ok(lats);
+                        }
+                        if t1 >= warm_end {
+                            lats.push(t1 - t0);
+                        }
+                    }
+                })
+            })
+            .collect();
+        barrier.wait();
+        let t = Instant::now();
+        let _ = begin.set(t);
+        barrier.wait();
+        std::thread::sleep((t + p.tput_warmup).saturating_duration_since(Instant::now()));
+        let ctx0 = CtxSwitches::now();
+        let end = t + p.tput_warmup + p.tput_measure;
+        std::thread::sleep(end.saturating_duration_since(Instant::now()));
+        let ctx = CtxSwitches::now().since(ctx0);
+        let results: Vec<_> = handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("thread panicked".into())))
+            .collect();
+        (results, ctx)
+    });
+    let mut all = Latencies::default();
+    for r in results {
+        all.extend(r?);
+    }
+    let calls = all.len() as u64;
+    let s = all.sorted();
+    let secs = p.tput_measure.as_secs_f64();
+    let line = JsonLine::new()
+        .str("impl", imp)
+        .str("workload", "tput")
+        .int("threads", threads as u64)
+        .int("calls", calls)
+        .num("rps", calls as f64 / secs)
+        .num("p50_us", s.percentile_us(50.0))
+        .num("p99_us", s.percentile_us(99.0))
+        .num("ctx_switches_per_call", ctx.per_call(calls));
+    Ok(Outcome { line })
+}
+
+/// `big`: one thread, 1 MiB payloads. `mb_per_s` is the payload bytes of one direction times
+/// the timed calls over the sum of their times (request building and reply checks excluded).
+pub fn big(conn: &mut impl EchoConn, p: &Params, imp: &str) -> Result<Outcome, String> {
+    let data = payload(3, BIG);
+    for _ in 0..p.big_warmup {
+        check(&conn.echo(data.clone())?, &data)?;
+    }
+    let ctx0 = CtxSwitches::now();
+    let mut lats = Latencies::with_capacity(p.big_calls);
+    for _ in 0..p.big_calls {
+        let req = data.clone();
+        let t0 = Instant::now();
+        let reply = conn.echo(req)?;
+        lats.push(t0.elapsed());
+        check(&reply, &data)?;
+    }
+    let ctx = CtxSwitches::now().since(ctx0);
+    let calls = lats.len() as u64;
+    let s = lats.sorted();
+    let line = JsonLine::new()
+        .str("impl", imp)
+        .str("workload", "big")
+        .int("calls", calls)
+        .num("mb_per_s", BIG as f64 * calls as f64 / s.total_secs() / 1e6)
+        .num("p50_us", s.percentile_us(50.0))
+        .num("ctx_switches_per_call", ctx.per_call(calls));
+    Ok(Outcome { line })
+}

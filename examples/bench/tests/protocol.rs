@@ -1,0 +1,148 @@
+//! The benchmark binary speaks PROTOCOL.md: each command prints one JSON line with the
+//! protocol's fields (smoke-sized workloads, both implementations).
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_orb-bench");
+
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start(imp: &str) -> Server {
+        let mut child = Command::new(BIN)
+            .args(["server", "--port", "0", "--threads", "2", "--impl", imp])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("server starts");
+        let err = child.stderr.take().expect("stderr");
+        let mut lines = BufReader::new(err).lines();
+        let port = loop {
+            let line = lines
+                .next()
+                .expect("server printed its address")
+                .expect("readable");
+            if let Some(p) = line.strip_prefix("listening on 127.0.0.1:") {
+                break p.parse().expect("a port");
+            }
+        };
+        // Keep draining stderr so the server never blocks on it.
+        std::thread::spawn(move || for _ in lines {});
+        Server { child, port }
+    }
+
+    /// SIGTERM (via `kill`, no unsafe code here), then the server's JSON line.
+    fn stop(mut self) -> Value {
+        let ok = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs")
+            .success();
+        assert!(ok);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.child.try_wait().expect("wait").is_none() {
+            assert!(Instant::now() < deadline, "server did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let out = self.child.wait_with_output().expect("output");
+        assert!(out.status.success(), "server exit status {}", out.status);
+        json_line(&out.stdout)
+    }
+}
+
+fn json_line(stdout: &[u8]) -> Value {
+    let text = String::from_utf8_lossy(stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "exactly one line on stdout: {text:?}");
+    serde_json::from_str(lines[0]).expect("valid JSON")
+}
+
+fn run(args: &[&str]) -> Value {
+    let out = Command::new(BIN).args(args).output().expect("runs");
+    assert!(
+        out.status.success(),
+        "{args:?}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json_line(&out.stdout)
+}
+
+fn client(imp: &str, port: u16, workload: &[&str]) -> Value {
+    let port = port.to_string();
+    let mut args = vec!["client", "--impl", imp, "--port", &port];
+    args.extend_from_slice(workload);
+    args.push("--quick");
+    run(&args)
+}
+
+fn has(v: &Value, fields: &[&str]) {
+    for f in fields {
+        assert!(v.get(f).is_some(), "field `{f}` missing in {v}");
+    }
+}
+
+#[test]
+fn both_implementations_speak_the_protocol() {
+    for imp in ["orb", "raw"] {
+        let server = Server::start(imp);
+        let lat = client(imp, server.port, &["lat"]);
+        has(
+            &lat,
+            &[
+                "impl",
+                "workload",
+                "calls",
+                "p50_us",
+                "p99_us",
+                "p999_us",
+                "mean_us",
+                "rps",
+                "ctx_switches_per_call",
+                "peak_rss_kb",
+            ],
+        );
+        assert_eq!(lat["impl"], imp);
+        assert_eq!(lat["calls"], 2000);
+        let tput = client(imp, server.port, &["tput", "4"]);
+        has(
+            &tput,
+            &["threads", "calls", "rps", "p50_us", "p99_us", "peak_rss_kb"],
+        );
+        assert_eq!(tput["threads"], 4);
+        assert!(tput["calls"].as_u64().unwrap() > 0);
+        let big = client(imp, server.port, &["big"]);
+        has(&big, &["calls", "mb_per_s", "p50_us"]);
+        let s = server.stop();
+        has(
+            &s,
+            &[
+                "impl",
+                "role",
+                "calls",
+                "ctx_switches_per_call",
+                "peak_rss_kb",
+            ],
+        );
+        // Warm-up calls included; tput counts only its window.
+        assert!(s["calls"].as_u64().unwrap() >= 2_200 + 22);
+    }
+}
+
+#[test]
+fn nest_runs_with_a_threadless_caller_and_raw_says_not_applicable() {
+    for threads in ["1", "0"] {
+        let v = run(&["nest", "--depth", "200", "--threads", threads]);
+        assert_eq!(v["ok"], true, "{v}");
+        has(&v, &["depth", "threads", "secs", "us_per_level"]);
+    }
+    let raw = run(&["nest", "--impl", "raw", "--depth", "10"]);
+    assert_eq!(raw["ok"], false);
+    assert!(raw["error"].as_str().unwrap().contains("not applicable"));
+}
