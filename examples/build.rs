@@ -9,6 +9,7 @@ fn main() -> std::io::Result<()> {
             "proto/nested.proto",
             "proto/observer.proto",
             "proto/bank.proto",
+            "proto/tutorial.proto",
         ],
         &["proto"],
     )
