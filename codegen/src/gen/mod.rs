@@ -22,12 +22,37 @@ pub fn service_tokens(service: &Service) -> TokenStream {
     let exceptions = exception::exception_enums(service, &names);
     let skeleton = skeleton::skeleton(service, &names);
     let client = client::client(service, &names);
-    quote! {
+    let tokens = quote! {
         #servant
         #exceptions
         #skeleton
         #client
+    };
+    allow_dead_code(tokens)
+}
+
+/// Marks every top-level item `#[allow(dead_code)]`: a binary crate that includes the
+/// generated module privately and uses only part of a service (just the client, or never
+/// `narrow`) must still build under `-D warnings`. prost-build and tonic-build do the same
+/// for the code they generate.
+fn allow_dead_code(tokens: TokenStream) -> TokenStream {
+    let Ok(mut file) = syn::parse2::<syn::File>(tokens.clone()) else {
+        return tokens;
+    };
+    let allow: syn::Attribute = syn::parse_quote!(#[allow(dead_code)]);
+    for item in &mut file.items {
+        let attrs = match item {
+            syn::Item::Struct(i) => &mut i.attrs,
+            syn::Item::Enum(i) => &mut i.attrs,
+            syn::Item::Impl(i) => &mut i.attrs,
+            syn::Item::Trait(i) => &mut i.attrs,
+            syn::Item::Const(i) => &mut i.attrs,
+            syn::Item::Fn(i) => &mut i.attrs,
+            _ => continue,
+        };
+        attrs.push(allow.clone());
     }
+    quote!(#file)
 }
 
 /// The code for `service`, formatted with prettyplease.
