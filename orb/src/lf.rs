@@ -175,6 +175,12 @@ impl State {
     }
 }
 
+fn notify(p: Option<Arc<Participant>>) {
+    if let Some(p) = p {
+        p.cv.notify_one();
+    }
+}
+
 /// The pool's shared state: the promotion lock and what it protects.
 #[derive(Debug)]
 pub(crate) struct Lf {
@@ -211,9 +217,13 @@ impl Lf {
                         None
                     };
                     if let Some(exit) = exit {
-                        if leading {
-                            self.promote_locked(&mut st, driver);
-                        }
+                        let next = if leading {
+                            self.promote_locked(&mut st, driver)
+                        } else {
+                            None
+                        };
+                        drop(st);
+                        notify(next);
                         return exit;
                     }
                     if leading {
@@ -255,27 +265,39 @@ impl Lf {
                 }
                 Lead::StepDown => {
                     let mut st = lock(&self.state);
-                    if st.leader == Some(p.id) && st.followers.iter().any(|f| f.unbound) {
-                        self.promote_locked(&mut st, driver);
-                    }
+                    let next = if st.leader == Some(p.id) && st.followers.iter().any(|f| f.unbound)
+                    {
+                        self.promote_locked(&mut st, driver)
+                    } else {
+                        None
+                    };
+                    drop(st);
+                    notify(next);
                 }
             }
         }
     }
 
-    fn promote_locked<D: Driver>(&self, st: &mut State, driver: &D) {
-        if let Some(next) = st.promote() {
-            driver.count_promotion();
-            next.cv.notify_one();
-        }
+    /// Promotes the next follower; the caller notifies it once the promotion lock is released
+    /// (notifying under the lock would wake it only to block on that lock again).
+    #[must_use]
+    fn promote_locked<D: Driver>(&self, st: &mut State, driver: &D) -> Option<Arc<Participant>> {
+        let next = st.promote()?;
+        driver.count_promotion();
+        Some(next)
     }
 
     /// Gives up leadership (if `p` holds it) before running user code.
     fn step_down<D: Driver>(&self, p: &Participant, driver: &D) {
-        let mut st = lock(&self.state);
-        if st.leader == Some(p.id) {
-            self.promote_locked(&mut st, driver);
-        }
+        let next = {
+            let mut st = lock(&self.state);
+            if st.leader == Some(p.id) {
+                self.promote_locked(&mut st, driver)
+            } else {
+                None
+            }
+        };
+        notify(next);
     }
 
     /// Hands a completion to a bound participant and wakes it: its condition variable if it
@@ -295,12 +317,16 @@ impl Lf {
             *slot = Some(c);
         }
         let st = lock(&self.state);
-        if st.leader == Some(q.id) {
+        let leading = st.leader == Some(q.id);
+        let following = !leading && st.followers.iter().any(|f| f.id == q.id);
+        drop(st);
+        // Woken outside the promotion lock: the waiter re-checks its slot under the lock, and
+        // it either already waits (and gets this notification) or has not yet looked.
+        if leading {
             if by != Some(q.id) {
-                drop(st);
                 driver.wake_leader();
             }
-        } else if st.followers.iter().any(|f| f.id == q.id) {
+        } else if following {
             driver.count_wakeup();
             q.cv.notify_one();
         }
