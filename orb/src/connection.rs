@@ -302,6 +302,17 @@ impl Connection {
         stats: &Stats,
         reactor: &Reactor,
     ) -> io::Result<SendOutcome> {
+        self.send_parts([frame, Bytes::new()], stats, reactor)
+    }
+
+    /// Writes one frame given as two parts (a header and a large body that is not copied),
+    /// with vectored writes; what the socket does not take is queued, as in [`send`](Self::send).
+    pub(crate) fn send_parts(
+        &self,
+        parts: [Bytes; 2],
+        stats: &Stats,
+        reactor: &Reactor,
+    ) -> io::Result<SendOutcome> {
         let mut w = lock(&self.write);
         if w.closed {
             return Err(io::Error::new(
@@ -309,17 +320,31 @@ impl Connection {
                 "connection closed",
             ));
         }
-        let mut off = 0;
+        let mut rest: Vec<Bytes> = parts.into_iter().filter(|p| !p.is_empty()).collect();
         if w.queue.is_empty() {
-            off = write_some(&self.stream, &frame)?;
-            stats.bytes_sent.fetch_add(off as u64, Ordering::Relaxed);
-            if off == frame.len() {
+            let written = write_vectored_some(&self.stream, &rest)?;
+            stats
+                .bytes_sent
+                .fetch_add(written as u64, Ordering::Relaxed);
+            let mut skip = written;
+            rest.retain_mut(|p| {
+                if skip >= p.len() {
+                    skip -= p.len();
+                    false
+                } else {
+                    *p = p.slice(skip..);
+                    skip = 0;
+                    true
+                }
+            });
+            if rest.is_empty() {
                 return Ok(SendOutcome::Written);
             }
         }
-        let rest = frame.slice(off..);
-        w.queued_bytes += rest.len();
-        w.queue.push_back(rest);
+        for part in rest {
+            w.queued_bytes += part.len();
+            w.queue.push_back(part);
+        }
         let newly_interested = !w.writable_interest;
         if newly_interested {
             // Under the write lock, so a concurrent flush cannot drop the interest we add.
@@ -361,6 +386,34 @@ impl Connection {
     pub(crate) fn queued_bytes(&self) -> usize {
         lock(&self.write).queued_bytes
     }
+}
+
+/// Writes as much of `parts` as the socket takes now (one `writev` per attempt);
+/// `WouldBlock` is not an error. Returns the bytes written.
+fn write_vectored_some(mut s: &TcpStream, parts: &[Bytes]) -> io::Result<usize> {
+    let total: usize = parts.iter().map(Bytes::len).sum();
+    let mut done = 0;
+    while done < total {
+        // Build the slices for what is left.
+        let mut skip = done;
+        let mut slices = Vec::with_capacity(parts.len());
+        for p in parts {
+            if skip >= p.len() {
+                skip -= p.len();
+                continue;
+            }
+            slices.push(io::IoSlice::new(&p[skip..]));
+            skip = 0;
+        }
+        match s.write_vectored(&slices) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "socket wrote 0")),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
 }
 
 /// Writes as much of `buf` as the socket takes now; `WouldBlock` is not an error.

@@ -30,6 +30,18 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Octet-sequence bodies at least this long are written from their own buffer (a vectored
+/// write) instead of being copied into the frame.
+pub(crate) const SPLIT_BODY_AT: usize = 8 * 1024;
+
+/// Turns a frame head that ends with an octet sequence's length into (head, body) parts: the
+/// GIOP size is patched to cover the body, which follows the head on the wire uncopied.
+pub(crate) fn frame_parts(mut head: BytesMut, body: Bytes) -> [Bytes; 2] {
+    let size = (head.len() - crate::giop::HEADER_LEN + body.len()) as u32;
+    crate::giop::Header::patch_size(&mut head, 0, crate::cdr::ByteOrder::NATIVE, size);
+    [head.freeze(), body]
+}
+
 /// A request waiting for (or being run by) an upcall thread.
 #[derive(Debug)]
 pub(crate) struct Upcall {
@@ -621,12 +633,26 @@ impl OrbInner {
                 ReplyBody::User(u) => u.payload.len() + u.repository_id.len(),
                 _ => 64,
             };
-        let mut buf = BytesMut::with_capacity(cap);
         let header = ReplyHeader {
             request_id,
             status,
             service_context: ServiceContextList::default(),
         };
+        if let ReplyBody::Octets(b) = &body {
+            if b.len() >= SPLIT_BODY_AT {
+                let mut head = BytesMut::with_capacity(64);
+                write_reply(&mut head, version, &header, |w| w.write_len(b.len()));
+                let parts = frame_parts(head, b.clone());
+                let deadline = Instant::now() + self.config.call_timeout;
+                if let Err(e) = self.send_frame_until(conn, parts, deadline) {
+                    if e.kind == SystemExceptionKind::TIMEOUT {
+                        self.close_connection(conn, CloseCause::Io("peer stopped reading".into()));
+                    }
+                }
+                return;
+            }
+        }
+        let mut buf = BytesMut::with_capacity(cap);
         write_reply(&mut buf, version, &header, |w| match &body {
             ReplyBody::Octets(b) => w.write_octets(b),
             ReplyBody::Bool(v) => w.write_bool(*v),
@@ -637,7 +663,7 @@ impl OrbInner {
             ReplyBody::System(e) => encode_system_exception(e, w),
         });
         let deadline = Instant::now() + self.config.call_timeout;
-        if let Err(e) = self.send_frame_until(conn, buf.freeze(), deadline) {
+        if let Err(e) = self.send_frame_until(conn, [buf.freeze(), Bytes::new()], deadline) {
             if e.kind == SystemExceptionKind::TIMEOUT {
                 // The peer does not read its replies: give up on it.
                 self.close_connection(conn, CloseCause::Io("peer stopped reading".into()));
@@ -651,7 +677,16 @@ impl OrbInner {
         conn: &Arc<Connection>,
         frame: Bytes,
     ) -> Result<(), SystemException> {
-        match conn.send(frame, &self.stats, &self.reactor) {
+        self.send_frame_parts(conn, [frame, Bytes::new()])
+    }
+
+    /// Sends a frame given as head and body parts (see [`frame_parts`]).
+    pub(crate) fn send_frame_parts(
+        &self,
+        conn: &Arc<Connection>,
+        parts: [Bytes; 2],
+    ) -> Result<(), SystemException> {
+        match conn.send_parts(parts, &self.stats, &self.reactor) {
             Ok(_) => Ok(()),
             Err(e) => {
                 let detail = format!("write to {} failed: {e}", conn.peer);
@@ -667,10 +702,10 @@ impl OrbInner {
     pub(crate) fn send_frame_until(
         &self,
         conn: &Arc<Connection>,
-        frame: Bytes,
+        parts: [Bytes; 2],
         deadline: Instant,
     ) -> Result<(), SystemException> {
-        self.send_frame(conn, frame)?;
+        self.send_frame_parts(conn, parts)?;
         if conn.queued_bytes() <= self.config.max_queued_bytes {
             return Ok(());
         }

@@ -46,7 +46,7 @@ impl Orb {
         }
         let reply = self
             .inner
-            .call(target, operation, true, &|w| w.write_octets(&body), timeout)?
+            .call_octets(target, operation, true, &body, timeout)?
             .ok_or_else(|| SystemException::internal("two-way call without reply"))?;
         match reply.header.status {
             ReplyStatus::NoException => reply.body.octets().map_err(|e| {
@@ -83,7 +83,7 @@ impl Orb {
         body: Bytes,
     ) -> Result<(), SystemException> {
         self.inner
-            .call(target, operation, false, &|w| w.write_octets(&body), None)
+            .call_octets(target, operation, false, &body, None)
             .map(|_| ())
     }
 
@@ -148,6 +148,32 @@ impl OrbInner {
         body: &dyn Fn(&mut CdrWriter<'_>),
         timeout: Option<Duration>,
     ) -> Result<Option<Reply>, SystemException> {
+        self.call_with(target, operation, twoway, body, None, timeout)
+    }
+
+    /// [`call`](Self::call) whose parameters are one octet sequence (protobuf bytes): large
+    /// ones are written from their own buffer instead of being copied into the frame.
+    pub(crate) fn call_octets(
+        &self,
+        target: &ObjectRef,
+        operation: &str,
+        twoway: bool,
+        octets: &Bytes,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Reply>, SystemException> {
+        let body = |w: &mut CdrWriter<'_>| w.write_octets(octets);
+        self.call_with(target, operation, twoway, &body, Some(octets), timeout)
+    }
+
+    fn call_with(
+        &self,
+        target: &ObjectRef,
+        operation: &str,
+        twoway: bool,
+        body: &dyn Fn(&mut CdrWriter<'_>),
+        split_body: Option<&Bytes>,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Reply>, SystemException> {
         self.check_running()?;
         let now = Instant::now();
         let mut deadline = now + timeout.unwrap_or(self.config.call_timeout);
@@ -157,7 +183,7 @@ impl OrbInner {
         let mut target = target.clone();
         let mut hops = 0;
         loop {
-            let result = self.call_once(&target, operation, twoway, body, deadline);
+            let result = self.call_once(&target, operation, twoway, body, split_body, deadline);
             match result {
                 Ok(Some(reply))
                     if matches!(
@@ -189,6 +215,7 @@ impl OrbInner {
         operation: &str,
         twoway: bool,
         body: &dyn Fn(&mut CdrWriter<'_>),
+        split_body: Option<&Bytes>,
         deadline: Instant,
     ) -> Result<Option<Reply>, SystemException> {
         let profile = target.primary().ok_or_else(|| {
@@ -233,13 +260,24 @@ impl OrbInner {
             service_context: contexts,
         };
         let mut buf = BytesMut::with_capacity(128);
-        write_request(&mut buf, version, &header, |w| body(w));
+        let parts = match split_body {
+            Some(b) if b.len() >= crate::driver::SPLIT_BODY_AT => {
+                // Large payload: write the head and length here, the octets from their own
+                // buffer (no copy into the frame).
+                write_request(&mut buf, version, &header, |w| w.write_len(b.len()));
+                crate::driver::frame_parts(buf, b.clone())
+            }
+            _ => {
+                write_request(&mut buf, version, &header, |w| body(w));
+                [buf.freeze(), Bytes::new()]
+            }
+        };
         let participant = twoway.then(Participant::bound);
         if let Some(p) = &participant {
             // Registered before the request is written: the reply can arrive first.
             lock(&conn.pending).insert(request_id, p.clone());
         }
-        if let Err(e) = self.send_frame_until(&conn, buf.freeze(), deadline) {
+        if let Err(e) = self.send_frame_until(&conn, parts, deadline) {
             lock(&conn.pending).remove(&request_id);
             return Err(e);
         }
