@@ -30,6 +30,7 @@ pub struct Builder {
     file_descriptor_set_path: Option<PathBuf>,
     emit_rerun_if_changed: bool,
     include_file: Option<PathBuf>,
+    bytes: Vec<String>,
 }
 
 impl Default for Builder {
@@ -41,6 +42,7 @@ impl Default for Builder {
             file_descriptor_set_path: None,
             emit_rerun_if_changed: true,
             include_file: None,
+            bytes: Vec::new(),
         }
     }
 }
@@ -74,6 +76,21 @@ impl Builder {
     ) -> Self {
         self.extern_paths
             .push((proto_path.into(), rust_path.into()));
+        self
+    }
+
+    /// Generates `bytes` fields under these paths (`"."` for all, `.pkg.Msg.field` for one)
+    /// as `bytes::Bytes` instead of `Vec<u8>`, as prost-build's `Config::bytes`. The ORB hands
+    /// skeletons and stubs the received frame as `Bytes`, so such fields are then slices of it:
+    /// no copy of a large payload on decode. Your crate then needs the `bytes` dependency.
+    #[must_use]
+    pub fn bytes<I, S>(mut self, paths: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.bytes
+            .extend(paths.into_iter().map(|p| p.as_ref().to_string()));
         self
     }
 
@@ -168,6 +185,9 @@ impl Builder {
         }
         for (proto, rust) in &self.extern_paths {
             config.extern_path(proto, rust);
+        }
+        if !self.bytes.is_empty() {
+            config.bytes(&self.bytes);
         }
         config.service_generator(Box::new(Generator::new(&compiled.model)));
         // Every file goes in (prost needs the whole message graph); the options file and the

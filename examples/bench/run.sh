@@ -2,7 +2,7 @@
 # Runs the ORB and the raw-TCP baseline side by side (shared/bench/PROTOCOL.md) and prints a
 # markdown table of the medians, with the ORB's ratio to raw, the targets and pass/fail.
 #
-#   examples/bench/run.sh            # the protocol's parameters, 3 runs (about 1.5 minutes)
+#   examples/bench/run.sh            # the protocol's parameters, 3 runs (under a minute)
 #   examples/bench/run.sh --quick    # smoke run: 1 run, fewer calls (about 10 s after the build)
 #   examples/bench/run.sh --runs 5   # more runs
 #   examples/bench/run.sh --pin none # let the scheduler place the processes (see below)
@@ -140,6 +140,18 @@ one() {
     echo "  $imp server: $server" >&2
 }
 
+# How busy the CPUs were just before the runs (2 s sample of /proc/stat): anything above a
+# few percent is another process disturbing the measurement.
+cpu_ticks() { awk '/^cpu /{idle=$5+$6; t=0; for(i=2;i<=NF;i++) t+=$i; print t, idle}' /proc/stat; }
+read -r t0 i0 < <(cpu_ticks)
+sleep 2
+read -r t1 i1 < <(cpu_ticks)
+busy_before=$(( (t1 - t0 - (i1 - i0)) * 100 / (t1 - t0 > 0 ? t1 - t0 : 1) ))
+busy_note=""
+if [ "$busy_before" -gt 10 ]; then
+    busy_note=" WARNING: other processes were using the CPUs; these numbers are disturbed."
+    echo "warning: the CPUs were ${busy_before}% busy before the runs" >&2
+fi
 for run in $(seq 1 "$runs"); do
     echo "run $run of $runs" >&2
     for wl in lat tput big; do
@@ -168,7 +180,7 @@ model="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
     echo "## orb vs raw TCP ($([ "$quick" = 1 ] && echo "QUICK smoke run, not the protocol's parameters" || echo "protocol parameters"))"
     echo
     echo "Date: $(date -u '+%Y-%m-%d %H:%M UTC'). Machine: $(nproc) CPUs, ${model:-unknown CPU}, Linux $(uname -r), $(rustc --version)."
-    echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg). CPU placement (--pin $pin): lat, big and nest $placement; tput not pinned."
+    echo "CPU busy just before the runs (other processes): ${busy_before}%.${busy_note} CPU placement (--pin $pin): lat, big and nest $placement; tput not pinned."
     echo
     "$bin" report "$results"
 } | tee "$outdir/table-$stamp.md"

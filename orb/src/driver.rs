@@ -559,7 +559,10 @@ impl OrbInner {
         }
         drop(_enter);
         self.dispatch_finished(&conn);
-        if self.upcalls_running.fetch_sub(1, Ordering::AcqRel) == 1 {
+        // Only `shutdown` waits for this (and re-checks every 50 ms): no wake-up per call.
+        if self.upcalls_running.fetch_sub(1, Ordering::AcqRel) == 1
+            && self.shutting_down.load(Ordering::Acquire)
+        {
             let (m, cv) = &self.upcalls_done;
             let _g = lock(m);
             cv.notify_all();

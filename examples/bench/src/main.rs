@@ -3,15 +3,16 @@
 //!
 //! ```text
 //! orb-bench server --port PORT --threads T [--impl orb|raw]   # until SIGTERM/SIGINT
-//! orb-bench client --port PORT lat|tput [N]|big [--impl orb|raw] [--quick]
+//! orb-bench client --port PORT lat|tput [N]|big [--impl orb|raw] [--quick] [--client-threads T]
 //! orb-bench nest --depth D [--threads T] [--impl orb|raw]
-//! orb-bench report FILE                                       # markdown table of a run.sh file
+//! orb-bench report FILE...                                    # markdown tables of run.sh files
 //! ```
 //!
 //! Every command prints one JSON line on stdout (the server when it stops); everything else
 //! goes to stderr. A wrong reply exits non-zero. `--port 0` picks a free port; the server says
 //! which in its `listening on 127.0.0.1:PORT` line. `--quick` shrinks the workloads for smoke
-//! runs (not the protocol's numbers). `examples/bench/run.sh` runs everything side by side.
+//! runs (not the protocol's numbers). `--client-threads T` gives the client ORB T pool threads
+//! (default 0; for experiments). `examples/bench/run.sh` runs everything side by side.
 //!
 //! The raw baseline has no `nest` (it has no object references to call back): `--impl raw nest`
 //! prints `"ok":false,"error":"not applicable ..."` and exits 0.
@@ -28,9 +29,9 @@ use workload::{EchoConn, Params};
 
 const USAGE: &str = "usage:
   orb-bench server --port PORT --threads T [--impl orb|raw]
-  orb-bench client --port PORT lat|tput [N]|big [--impl orb|raw] [--quick]
+  orb-bench client --port PORT lat|tput [N]|big [--impl orb|raw] [--quick] [--client-threads T]
   orb-bench nest --depth D [--threads T] [--impl orb|raw]
-  orb-bench report FILE";
+  orb-bench report FILE...";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Impl {
@@ -56,6 +57,7 @@ struct Args {
     threads: Option<usize>,
     depth: Option<u32>,
     quick: bool,
+    client_threads: usize,
 }
 
 fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -68,6 +70,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         threads: None,
         depth: None,
         quick: false,
+        client_threads: 0,
     };
     while let Some(arg) = it.next() {
         let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
@@ -83,6 +86,9 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--threads" => a.threads = Some(parse(&value("--threads")?, "--threads")?),
             "--depth" => a.depth = Some(parse(&value("--depth")?, "--depth")?),
             "--quick" => a.quick = true,
+            "--client-threads" => {
+                a.client_threads = parse(&value("--client-threads")?, "--client-threads")?;
+            }
             "-h" | "--help" => return Err(String::new()),
             s if s.starts_with("--") => return Err(format!("unknown option `{s}`")),
             _ => a.positional.push(arg),
@@ -162,8 +168,10 @@ fn run(a: &Args) -> Result<bool, String> {
         }
         "nest-peer" => orb_impl::nest_peer(a.threads.unwrap_or(1)).map(|()| true),
         "report" => {
-            let file = a.positional.first().ok_or("report needs a file")?;
-            report::print(file).map(|()| true)
+            if a.positional.is_empty() {
+                return Err("report needs a file".into());
+            }
+            report::print(&a.positional).map(|()| true)
         }
         other => Err(format!("unknown command `{other}`\n{USAGE}")),
     }
@@ -187,7 +195,7 @@ fn client(a: &Args) -> Result<(), String> {
     let imp = a.imp.name();
     let outcome = match (a.imp, workload.as_str()) {
         (Impl::Orb, "lat" | "big") => {
-            let orb = orb_impl::client_orb()?;
+            let orb = orb_impl::client_orb(a.client_threads)?;
             let client = orb_impl::echo_client(&orb, port)?;
             let mut conn = orb_impl::OrbConn(&client);
             let r = single(&mut conn, workload, &params, imp);
@@ -209,7 +217,7 @@ fn client(a: &Args) -> Result<(), String> {
             }
             match a.imp {
                 Impl::Orb => {
-                    let orb = orb_impl::client_orb()?;
+                    let orb = orb_impl::client_orb(a.client_threads)?;
                     // ONE stub, hence one connection, shared by all N threads.
                     let client = orb_impl::echo_client(&orb, port)?;
                     let make = |_| Ok(orb_impl::OrbConn(&client));

@@ -39,15 +39,16 @@ fn echo_ref(orb: &orb::Orb, port: u16) -> Result<orb::ObjectRef, String> {
         .map_err(|e| e.to_string())
 }
 
-/// The client ORB: no listener, and no pool threads. With `threads(0)` the calling thread
-/// leads the event loop while it waits, so it reads its own reply from the socket and returns:
-/// no hand-off from a pool thread, hence no extra context switch and wake-up per call. With
-/// many callers on one connection (`tput`), whichever caller leads reads the replies and hands
-/// each one to its waiter.
-pub fn client_orb() -> Result<orb::Orb, String> {
+/// The client ORB: no listener, and no pool threads by default. With `threads(0)` the calling
+/// thread leads the event loop while it waits, so it reads its own reply from the socket and
+/// returns: no hand-off from a pool thread, hence no extra context switch and wake-up per
+/// call. With many callers on one connection (`tput`), whichever caller leads reads the replies
+/// and hands each one to its waiter. (`--client-threads` exists to measure the alternative; see
+/// PROFILE.md.)
+pub fn client_orb(threads: usize) -> Result<orb::Orb, String> {
     orb::Orb::builder()
         .no_listen()
-        .threads(0)
+        .threads(threads)
         .build()
         .map_err(|e| e.to_string())
 }
@@ -56,11 +57,18 @@ pub fn client_orb() -> Result<orb::Orb, String> {
 pub struct OrbConn<'a>(pub &'a EchoClient);
 
 impl EchoConn for OrbConn<'_> {
-    fn echo(&mut self, data: Vec<u8>) -> Result<Vec<u8>, String> {
+    type Reply = Payload;
+
+    fn echo(&mut self, data: Vec<u8>) -> Result<Payload, String> {
         self.0
-            .echo(Payload { data })
-            .map(|p| p.data)
+            .echo(Payload { data: data.into() })
             .map_err(|e| e.to_string())
+    }
+}
+
+impl AsRef<[u8]> for Payload {
+    fn as_ref(&self) -> &[u8] {
+        &self.data
     }
 }
 

@@ -86,6 +86,8 @@ impl RawConn {
 }
 
 impl EchoConn for RawConn {
+    type Reply = Vec<u8>;
+
     fn echo(&mut self, data: Vec<u8>) -> Result<Vec<u8>, String> {
         write_msg(&self.writer, &data).map_err(|e| format!("write: {e}"))?;
         let mut reply = Vec::new();

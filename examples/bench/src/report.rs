@@ -1,4 +1,4 @@
-//! `orb-bench report FILE`: reads the records `run.sh` collected (one JSON object per line:
+//! `orb-bench report FILE...`: reads the records `run.sh` collected (one JSON object per line:
 //! `{"run":R,"impl":..,"workload":..,"client":{client line},"server":{server line}|null}`) and
 //! prints the markdown tables: medians over the runs, and the ORB's ratio to the raw baseline.
 //!
@@ -121,22 +121,35 @@ fn verdict(v: Option<f64>, limit: f64, goal: f64, at_most: bool) -> &'static str
     }
 }
 
-pub fn print(file: &str) -> Result<(), String> {
-    let text = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
+/// Prints the tables for the records of one or more `run.sh` files (runs of several files
+/// are pooled: file `k`'s run `r` counts as run `1000 k + r`).
+pub fn print(files: &[String]) -> Result<(), String> {
     let mut records = Vec::new();
+    for (k, file) in files.iter().enumerate() {
+        read_records(file, 1000 * k as u64, &mut records)?;
+    }
+    print_records(records)
+}
+
+fn read_records(file: &str, run_offset: u64, records: &mut Vec<Record>) -> Result<(), String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
         let v: Value = serde_json::from_str(line).map_err(|e| format!("{file}:{}: {e}", i + 1))?;
         records.push(Record {
-            run: v["run"].as_u64().unwrap_or(0),
+            run: run_offset + v["run"].as_u64().unwrap_or(0),
             imp: v["impl"].as_str().unwrap_or("").to_string(),
             workload: v["workload"].as_str().unwrap_or("").to_string(),
             client: v["client"].clone(),
             server: v["server"].clone(),
         });
     }
+    Ok(())
+}
+
+fn print_records(records: Vec<Record>) -> Result<(), String> {
     let d = Data(records);
     let runs = d.runs().len();
     let tput_threads = d
