@@ -323,30 +323,29 @@ impl Connection {
                 "connection closed",
             ));
         }
-        let mut rest: Vec<Bytes> = parts.into_iter().filter(|p| !p.is_empty()).collect();
+        let [head, body] = parts;
+        let mut written = 0;
         if w.queue.is_empty() {
-            let written = write_vectored_some(&self.stream, &rest)?;
+            written = if body.is_empty() {
+                write_some(&self.stream, &head)?
+            } else {
+                write_pair_some(&self.stream, &head, &body)?
+            };
             stats
                 .bytes_sent
                 .fetch_add(written as u64, Ordering::Relaxed);
-            let mut skip = written;
-            rest.retain_mut(|p| {
-                if skip >= p.len() {
-                    skip -= p.len();
-                    false
-                } else {
-                    *p = p.slice(skip..);
-                    skip = 0;
-                    true
-                }
-            });
-            if rest.is_empty() {
+            if written == head.len() + body.len() {
                 return Ok(SendOutcome::Written);
             }
         }
-        for part in rest {
-            w.queued_bytes += part.len();
-            w.queue.push_back(part);
+        // Queue what the socket did not take, in order.
+        for part in [head, body] {
+            let skip = written.min(part.len());
+            written -= skip;
+            if skip < part.len() {
+                w.queued_bytes += part.len() - skip;
+                w.queue.push_back(part.slice(skip..));
+            }
         }
         self.queued.store(w.queued_bytes, Ordering::Release);
         let newly_interested = !w.writable_interest;
@@ -395,24 +394,18 @@ impl Connection {
     }
 }
 
-/// Writes as much of `parts` as the socket takes now (one `writev` per attempt);
-/// `WouldBlock` is not an error. Returns the bytes written.
-fn write_vectored_some(mut s: &TcpStream, parts: &[Bytes]) -> io::Result<usize> {
-    let total: usize = parts.iter().map(Bytes::len).sum();
+/// Writes as much of `head` then `body` as the socket takes now, with `writev` (no copy, no
+/// allocation); `WouldBlock` is not an error. Returns the bytes written.
+fn write_pair_some(mut s: &TcpStream, head: &[u8], body: &[u8]) -> io::Result<usize> {
+    let total = head.len() + body.len();
     let mut done = 0;
     while done < total {
-        // Build the slices for what is left.
-        let mut skip = done;
-        let mut slices = Vec::with_capacity(parts.len());
-        for p in parts {
-            if skip >= p.len() {
-                skip -= p.len();
-                continue;
-            }
-            slices.push(io::IoSlice::new(&p[skip..]));
-            skip = 0;
-        }
-        match s.write_vectored(&slices) {
+        let r = if done < head.len() {
+            s.write_vectored(&[io::IoSlice::new(&head[done..]), io::IoSlice::new(body)])
+        } else {
+            s.write(&body[done - head.len()..])
+        };
+        match r {
             Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "socket wrote 0")),
             Ok(n) => done += n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,

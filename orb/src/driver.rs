@@ -173,12 +173,8 @@ impl Driver for OrbInner {
                 return Lead::Idle;
             }
             let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            match self.reactor.poll(timeout) {
-                Ok(events) => {
-                    for ev in events {
-                        self.handle_ready(ev);
-                    }
-                }
+            match self.reactor.poll(timeout, |ev| self.handle_ready(ev)) {
+                Ok(_) => {}
                 Err(e) => {
                     tracing::error!(error = %e, "poll failed");
                     std::thread::sleep(Duration::from_millis(1));

@@ -180,10 +180,12 @@ impl OrbInner {
         if let Some(inherited) = inherited_deadline() {
             deadline = deadline.min(inherited);
         }
-        let mut target = target.clone();
+        // Only a LOCATION_FORWARD makes a new target; the common path borrows the caller's.
+        let mut forwarded: Option<ObjectRef> = None;
         let mut hops = 0;
         loop {
-            let result = self.call_once(&target, operation, twoway, body, split_body, deadline);
+            let current = forwarded.as_ref().unwrap_or(target);
+            let result = self.call_once(current, operation, twoway, body, split_body, deadline);
             match result {
                 Ok(Some(reply))
                     if matches!(
@@ -191,7 +193,7 @@ impl OrbInner {
                         ReplyStatus::LocationForward | ReplyStatus::LocationForwardPerm
                     ) && hops < MAX_HOPS =>
                 {
-                    target = Self::forward_target(&reply.body)?;
+                    forwarded = Some(Self::forward_target(&reply.body)?);
                     hops += 1;
                 }
                 Err(e)

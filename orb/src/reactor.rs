@@ -190,23 +190,28 @@ impl Reactor {
         lock(&self.ready).clear();
     }
 
-    /// Waits for readiness (leader only) and returns the resolved events. An empty result means
-    /// a wake-up or a timeout.
-    pub(crate) fn poll(&self, timeout: Option<Duration>) -> io::Result<Vec<Ready>> {
+    /// Waits for readiness (leader only) and hands each resolved event to `handle`, without
+    /// collecting them. Returns how many events it handled (0: a wake-up or a timeout).
+    pub(crate) fn poll(
+        &self,
+        timeout: Option<Duration>,
+        mut handle: impl FnMut(Ready),
+    ) -> io::Result<usize> {
         let mut g = lock(&self.poll);
         let (poll, events) = &mut *g;
         match poll.poll(events, timeout) {
             Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(Vec::new()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(0),
             Err(e) => return Err(e),
         }
-        let mut out = Vec::with_capacity(events.iter().count());
+        let mut n = 0;
         for ev in events.iter() {
             if ev.token() == WAKER {
                 continue;
             }
             if let Some(entry) = self.lookup(ev.token().0) {
-                out.push(Ready {
+                n += 1;
+                handle(Ready {
                     entry,
                     readable: ev.is_readable() || ev.is_read_closed(),
                     writable: ev.is_writable(),
@@ -214,6 +219,6 @@ impl Reactor {
                 });
             }
         }
-        Ok(out)
+        Ok(n)
     }
 }
