@@ -30,6 +30,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// How many BiDir listen points one connection may announce (each is an entry in the
+/// connection cache while the connection lives).
+pub(crate) const MAX_BIDIR_ENDPOINTS: usize = 16;
+
 /// Octet-sequence bodies at least this long are written from their own buffer (a vectored
 /// write) instead of being copied into the frame.
 pub(crate) const SPLIT_BODY_AT: usize = 8 * 1024;
@@ -480,6 +484,17 @@ impl OrbInner {
         };
         for (host, port) in points.0 {
             let ep = (host, port);
+            {
+                // Listen points are peer input: bound what one connection can make us hold.
+                let known = lock(&conn.bidir_endpoints);
+                if known.contains(&ep) {
+                    continue;
+                }
+                if known.len() >= MAX_BIDIR_ENDPOINTS {
+                    tracing::warn!(peer = %conn.peer, "more than {MAX_BIDIR_ENDPOINTS} BiDir listen points; ignoring the rest");
+                    return;
+                }
+            }
             let slot = lock(&self.outbound).slot(&ep.0, ep.1);
             let mut s = lock(&slot);
             if s.as_ref().is_some_and(|c| !c.is_closed()) {
@@ -772,6 +787,7 @@ impl OrbInner {
                     *s = None;
                 }
             }
+            lock(&self.outbound).forget_unused(&ep.0, ep.1);
         }
         for ctx in lock(&conn.running).values() {
             ctx.cancel();
@@ -812,5 +828,51 @@ impl OrbInner {
         ObjectRef::decode(&mut r).map_err(|e| {
             SystemException::marshal(minor::BAD_REPLY, CompletionStatus::No, e.to_string())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::giop::{write_request, RequestHeader, ServiceContextList, TargetAddress};
+    use std::io::Write;
+
+    /// A peer announcing ever new BiDir listen points cannot grow the connection cache past
+    /// the per-connection bound, and closing the connection drops its entries.
+    #[test]
+    fn bidir_listen_points_are_bounded_and_forgotten() {
+        let orb = crate::Orb::builder().threads(1).build().unwrap();
+        let addr = orb.listen_addrs()[0];
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        for i in 0..50u16 {
+            let points = (0..10)
+                .map(|j| ("10.0.0.1".to_string(), i * 10 + j + 1))
+                .collect();
+            let mut ctx = ServiceContextList::default();
+            ctx.0.push(BiDirListenPoints(points).to_context());
+            let header = RequestHeader {
+                request_id: u32::from(i) * 2,
+                response_flags: 0, // oneway: no replies to read
+                target: TargetAddress::Key(Bytes::from_static(b"nobody")),
+                operation: "op".into(),
+                service_context: ctx,
+            };
+            let mut buf = BytesMut::new();
+            write_request(&mut buf, Version::V1_2, &header, |w| w.write_octets(b""));
+            s.write_all(&buf).unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while orb.stats().requests_received < 50 {
+            assert!(Instant::now() < deadline, "requests not served");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(lock(&orb.inner.outbound).len(), MAX_BIDIR_ENDPOINTS);
+        drop(s);
+        while orb.stats().connections_open > 0 {
+            assert!(Instant::now() < deadline, "connection not closed");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(lock(&orb.inner.outbound).len(), 0);
+        orb.shutdown();
     }
 }

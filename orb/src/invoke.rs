@@ -338,7 +338,16 @@ impl OrbInner {
                 "deadline passed before connecting to {host}:{port}"
             )));
         }
-        let stream = connect(host, port, timeout)?;
+        let stream = match connect(host, port, timeout) {
+            Ok(s) => s,
+            Err(e) => {
+                // Do not keep an entry per unreachable endpoint (references arrive from peers).
+                drop(s);
+                drop(slot);
+                lock(&self.outbound).forget_unused(host, port);
+                return Err(e);
+            }
+        };
         let peer = stream
             .peer_addr()
             .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], port)));
@@ -352,6 +361,8 @@ impl OrbInner {
             .connections_opened
             .fetch_add(1, Ordering::Relaxed);
         if self.shutting_down.load(Ordering::Acquire) {
+            // close_connection locks this endpoint's slot: release it first.
+            drop(s);
             self.close_connection(&conn, CloseCause::Shutdown);
             return Err(SystemException::shutdown());
         }

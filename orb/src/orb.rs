@@ -282,6 +282,28 @@ impl EndpointMap {
         s
     }
 
+    /// Drops the entry of `host:port` if it holds no connection and nobody else holds its
+    /// slot (a caller connecting right now does), so the map only keeps endpoints in use.
+    pub(crate) fn forget_unused(&mut self, host: &str, port: u16) {
+        let Some(list) = self.by_port.get_mut(&port) else {
+            return;
+        };
+        list.retain(|(h, s)| {
+            h != host
+                || Arc::strong_count(s) > 1
+                || lock(s).as_ref().is_some_and(|c| !c.is_closed())
+        });
+        if list.is_empty() {
+            self.by_port.remove(&port);
+        }
+    }
+
+    /// Endpoints held.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.by_port.values().map(Vec::len).sum()
+    }
+
     pub(crate) fn clear(&mut self) {
         self.by_port.clear();
     }
