@@ -641,43 +641,40 @@ impl OrbInner {
             ReplyBody::User(_) => ReplyStatus::UserException,
             ReplyBody::System(_) => ReplyStatus::SystemException,
         };
-        let cap = 64
-            + match &body {
-                ReplyBody::Octets(b) => b.len(),
-                ReplyBody::User(u) => u.payload.len() + u.repository_id.len(),
-                _ => 64,
-            };
         let header = ReplyHeader {
             request_id,
             status,
             service_context: ServiceContextList::default(),
         };
-        if let ReplyBody::Octets(b) = &body {
-            if b.len() >= SPLIT_BODY_AT {
+        let parts = match &body {
+            // A large result goes out from its own buffer (see `frame_parts`).
+            ReplyBody::Octets(b) if b.len() >= SPLIT_BODY_AT => {
                 let mut head = BytesMut::with_capacity(64);
                 write_reply(&mut head, version, &header, |w| w.write_len(b.len()));
-                let parts = frame_parts(head, b.clone());
-                let deadline = Instant::now() + self.config.call_timeout;
-                if let Err(e) = self.send_frame_until(conn, parts, deadline) {
-                    if e.kind == SystemExceptionKind::TIMEOUT {
-                        self.close_connection(conn, CloseCause::Io("peer stopped reading".into()));
+                frame_parts(head, b.clone())
+            }
+            _ => {
+                let cap = 64
+                    + match &body {
+                        ReplyBody::Octets(b) => b.len(),
+                        ReplyBody::User(u) => u.payload.len() + u.repository_id.len(),
+                        _ => 64,
+                    };
+                let mut buf = BytesMut::with_capacity(cap);
+                write_reply(&mut buf, version, &header, |w| match &body {
+                    ReplyBody::Octets(b) => w.write_octets(b),
+                    ReplyBody::Bool(v) => w.write_bool(*v),
+                    ReplyBody::User(u) => {
+                        w.write_string(&u.repository_id);
+                        w.write_octets(&u.payload);
                     }
-                }
-                return;
+                    ReplyBody::System(e) => encode_system_exception(e, w),
+                });
+                [buf.freeze(), Bytes::new()]
             }
-        }
-        let mut buf = BytesMut::with_capacity(cap);
-        write_reply(&mut buf, version, &header, |w| match &body {
-            ReplyBody::Octets(b) => w.write_octets(b),
-            ReplyBody::Bool(v) => w.write_bool(*v),
-            ReplyBody::User(u) => {
-                w.write_string(&u.repository_id);
-                w.write_octets(&u.payload);
-            }
-            ReplyBody::System(e) => encode_system_exception(e, w),
-        });
+        };
         let deadline = Instant::now() + self.config.call_timeout;
-        if let Err(e) = self.send_frame_until(conn, [buf.freeze(), Bytes::new()], deadline) {
+        if let Err(e) = self.send_frame_until(conn, parts, deadline) {
             if e.kind == SystemExceptionKind::TIMEOUT {
                 // The peer does not read its replies: give up on it.
                 self.close_connection(conn, CloseCause::Io("peer stopped reading".into()));

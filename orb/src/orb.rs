@@ -123,10 +123,13 @@ impl OrbBuilder {
         self
     }
 
-    /// Maximum GIOP message size in bytes, after fragment reassembly (default 64 MiB).
+    /// Maximum GIOP message size in bytes, after fragment reassembly (default 64 MiB; at most
+    /// just under 4 GiB, the most a 32-bit GIOP size can say).
     #[must_use]
     pub fn max_message_size(mut self, n: usize) -> Self {
-        self.config.max_message_size = n;
+        // GIOP sizes and CDR lengths are 32-bit; a larger limit could not be honoured (and
+        // a body over 4 GiB would fail to encode).
+        self.config.max_message_size = n.min(u32::MAX as usize - 64);
         self
     }
 
