@@ -305,7 +305,12 @@ impl OrbInner {
             }
             return Err(SystemException::shutdown());
         }
-        // Completed, or completed while we were giving up: the slot has the outcome.
+        // Completed, or completed while we were giving up: whoever removed the pending
+        // entry fills the slot right after (no lock or wait in between), so wait out that
+        // short window rather than report an empty slot.
+        while !p.is_complete() {
+            std::thread::yield_now();
+        }
         match p.take() {
             Some(Ok(Some(reply))) => Ok(Some(reply)),
             Some(Ok(None)) => Err(SystemException::internal("completed without a reply")),
