@@ -204,6 +204,26 @@ impl Driver for OrbInner {
         self.reactor.wake();
     }
 
+    fn supports_standby(&self) -> bool {
+        true
+    }
+
+    fn wait_standby(&self) {
+        self.reactor.wait_standby();
+    }
+
+    fn wake_standby(&self) {
+        self.reactor.wake_standby();
+    }
+
+    fn arm_standby(&self, on: bool) -> bool {
+        self.reactor.arm_standby(on)
+    }
+
+    fn has_pending_work(&self) -> bool {
+        self.reactor.has_ready() || !lock(&self.parked).is_empty()
+    }
+
     fn count_promotion(&self) {
         self.stats.leader_promotions.fetch_add(1, Ordering::Relaxed);
     }
@@ -560,6 +580,9 @@ impl OrbInner {
         UPCALL_CONNS.with(|c| c.borrow_mut().pop());
         DEADLINE.with(|d| d.set(outer_deadline));
         DEPTH.with(|d| d.set(depth));
+        // The reply would wake the caller, whose next request would then wake the standby
+        // before this thread is back to lead: stop watching for the short rest of the way.
+        self.lf.user_code_done(self);
         if twoway {
             lock(&conn.running).remove(&h.request_id);
             if ctx.is_cancelled() {

@@ -29,6 +29,10 @@
 //! - The leader promotes a follower before it runs user code (so the sockets are always
 //!   watched), preferring an idle pool thread over a waiting caller. Replies need no
 //!   promotion: the leader stores the reply in the waiter's slot and wakes that one thread.
+//! - That promotion is lazy when nothing else is pending: an idle pool thread waits as the
+//!   *standby* in a poll set that watches the event loop, and the leader merely arms it. The
+//!   standby wakes only if an event arrives while the upcall runs; otherwise the upcall
+//!   thread leads again afterwards and nobody was woken.
 //!
 //! # Limits
 //!

@@ -42,6 +42,20 @@
 //!   makes nested callbacks with one thread per process work).
 //! - A reply is stored in the waiter's slot before the promotion lock is taken to notify it, and
 //!   the waiter checks its slot under that lock before sleeping: no lost wake-up.
+//!
+//! **The standby (lazy promotion).** Promoting before every upcall costs a wake-up and a
+//! context switch per request, though in a request-reply exchange nothing usually arrives while
+//! the upcall runs. So one idle pool thread waits as the *standby*, in a poll set of its own
+//! (see `reactor`), instead of on a condition variable. A leader leaving for an upcall, with no
+//! work pending that no event would announce, leaves the role vacant and *arms* the standby: the
+//! kernel wakes it if the event loop gets an event before someone takes the role back. The
+//! upcall thread disarms once user code is done (it will lead again in a moment), and a thread
+//! that finds the role vacant takes it. Two rules keep this safe:
+//! - The standby's wake-up is not addressed to a thread, so only one thread at a time may wait
+//!   in the standby poll set (`in_standby`); otherwise a thread on its way in could swallow the
+//!   wake-up of the one just made leader, still on its way out.
+//! - A thread that exits while the role is vacant passes it on as a leaving leader would: it
+//!   may be the upcall thread that disarmed the standby, expecting to lead again.
 
 use crate::exception::SystemException;
 use crate::giop::Reply;
@@ -139,6 +153,27 @@ pub(crate) trait Driver {
     }
     /// Interrupts the leader's wait in the reactor.
     fn wake_leader(&self);
+    /// Whether an idle pool thread may wait as the *standby* (see [`Lf`]): in the reactor's
+    /// second poll set rather than on a condition variable.
+    fn supports_standby(&self) -> bool {
+        false
+    }
+    /// Blocks the standby until it is woken (`wake_standby`) or, while armed, until the
+    /// event loop has events. Spurious returns are allowed.
+    fn wait_standby(&self) {}
+    /// Wakes the standby (it re-checks the pool state).
+    fn wake_standby(&self) {}
+    /// Arms (`true`) or disarms the standby's watch on the event loop. Called under the
+    /// promotion lock, so arming and disarming happen in the order the state says. Returns
+    /// false if arming failed (the caller then wakes the standby instead).
+    fn arm_standby(&self, _on: bool) -> bool {
+        false
+    }
+    /// Whether work is waiting that no readiness event will announce (frames already read,
+    /// requests set aside): a leader that leaves must then wake a successor, not arm one.
+    fn has_pending_work(&self) -> bool {
+        true
+    }
     /// Counts a promotion.
     fn count_promotion(&self) {}
     /// Counts a follower wake-up.
@@ -150,7 +185,23 @@ struct State {
     leader: Option<u64>,
     /// LIFO stack of sleeping followers (top = last).
     followers: Vec<Arc<Participant>>,
+    /// The idle pool thread waiting in the reactor's standby poll set, if any.
+    standby: Option<u64>,
+    /// The standby watches the event loop: the leader role is vacant, and the first event
+    /// wakes the standby to take it.
+    armed: bool,
+    /// A thread is inside `Driver::wait_standby` (the standby, or the one just made leader
+    /// from it and not yet out).
+    in_standby: bool,
     shutdown: bool,
+}
+
+/// Whom a promotion must wake once the promotion lock is released.
+#[must_use]
+enum Wake {
+    Nobody,
+    Follower(Arc<Participant>),
+    Standby,
 }
 
 impl State {
@@ -175,9 +226,11 @@ impl State {
     }
 }
 
-fn notify(p: Option<Arc<Participant>>) {
-    if let Some(p) = p {
-        p.cv.notify_one();
+fn notify<D: Driver>(w: Wake, driver: &D) {
+    match w {
+        Wake::Nobody => {}
+        Wake::Follower(p) => p.cv.notify_one(),
+        Wake::Standby => driver.wake_standby(),
     }
 }
 
@@ -217,19 +270,35 @@ impl Lf {
                         None
                     };
                     if let Some(exit) = exit {
-                        let next = if leading {
-                            self.promote_locked(&mut st, driver)
+                        if st.standby == Some(p.id) {
+                            st.standby = None;
+                        }
+                        // A vacant role is passed on too: this thread may have left it
+                        // for an upcall (disarming the standby once done, expecting to
+                        // take it back) and now exits without leading.
+                        let next = if leading || st.leader.is_none() {
+                            self.promote_locked(&mut st, driver, true)
                         } else {
-                            None
+                            Wake::Nobody
                         };
                         drop(st);
-                        notify(next);
+                        notify(next, driver);
                         return exit;
                     }
                     if leading {
                         break;
                     }
                     if st.leader.is_none() {
+                        if st.armed {
+                            // Back before the standby was needed: it sleeps on.
+                            st.armed = false;
+                            driver.arm_standby(false);
+                        }
+                        if st.standby == Some(p.id) {
+                            // Woken by an event while the role was vacant.
+                            st.standby = None;
+                            driver.count_promotion();
+                        }
                         st.leader = Some(p.id);
                         break;
                     }
@@ -242,6 +311,22 @@ impl Lf {
                         }
                         st = lock(&self.state);
                         if st.leader.is_none() || driver.has_parked() {
+                            continue;
+                        }
+                        // Only one thread at a time waits in the standby poll set: its
+                        // wake-up is not addressed to a thread, so a second one could
+                        // swallow the wake-up meant for the first (which was made leader
+                        // but is still on its way out).
+                        if driver.supports_standby()
+                            && (st.standby.is_none() || st.standby == Some(p.id))
+                            && !st.in_standby
+                        {
+                            st.standby = Some(p.id);
+                            st.in_standby = true;
+                            drop(st);
+                            driver.wait_standby();
+                            st = lock(&self.state);
+                            st.in_standby = false;
                             continue;
                         }
                     }
@@ -265,26 +350,49 @@ impl Lf {
                 }
                 Lead::StepDown => {
                     let mut st = lock(&self.state);
-                    let next = if st.leader == Some(p.id) && st.followers.iter().any(|f| f.unbound)
+                    let next = if st.leader == Some(p.id)
+                        && (st.standby.is_some() || st.followers.iter().any(|f| f.unbound))
                     {
-                        self.promote_locked(&mut st, driver)
+                        self.promote_locked(&mut st, driver, false)
                     } else {
-                        None
+                        Wake::Nobody
                     };
                     drop(st);
-                    notify(next);
+                    notify(next, driver);
                 }
             }
         }
     }
 
-    /// Promotes the next follower; the caller notifies it once the promotion lock is released
-    /// (notifying under the lock would wake it only to block on that lock again).
-    #[must_use]
-    fn promote_locked<D: Driver>(&self, st: &mut State, driver: &D) -> Option<Arc<Participant>> {
-        let next = st.promote()?;
-        driver.count_promotion();
-        Some(next)
+    /// Gives up the leader role. With `lazy` and nothing pending that no event would
+    /// announce, an idle standby is armed instead of woken: it sleeps on unless an event
+    /// arrives before a participant takes the role back (the common case of a short upcall,
+    /// which then costs no wake-up and no context switch). Otherwise the standby, else the
+    /// top idle pool thread, else the top follower is made leader; the caller wakes it once
+    /// the promotion lock is released (notifying under the lock would wake it only to block
+    /// on that lock again).
+    fn promote_locked<D: Driver>(&self, st: &mut State, driver: &D, lazy: bool) -> Wake {
+        st.leader = None;
+        if st.standby.is_some() {
+            if lazy && !driver.has_pending_work() && (st.armed || driver.arm_standby(true)) {
+                st.armed = true;
+                return Wake::Nobody;
+            }
+            if st.armed {
+                st.armed = false;
+                driver.arm_standby(false);
+            }
+            st.leader = st.standby.take();
+            driver.count_promotion();
+            return Wake::Standby;
+        }
+        match st.promote() {
+            Some(next) => {
+                driver.count_promotion();
+                Wake::Follower(next)
+            }
+            None => Wake::Nobody,
+        }
     }
 
     /// Gives up leadership (if `p` holds it) before running user code.
@@ -292,12 +400,26 @@ impl Lf {
         let next = {
             let mut st = lock(&self.state);
             if st.leader == Some(p.id) {
-                self.promote_locked(&mut st, driver)
+                self.promote_locked(&mut st, driver, true)
             } else {
-                None
+                Wake::Nobody
             }
         };
-        notify(next);
+        notify(next, driver);
+    }
+
+    /// Called by a thread whose upcall has finished running user code and that will rejoin
+    /// the pool right after sending the reply: the armed standby (if the leader role is
+    /// vacant) is disarmed, since this thread will take the role in a moment. Events that
+    /// arrive meanwhile wait in the poll set for it, so the reply's own answer does not wake
+    /// the standby. A send that has to wait for the peer joins the pool and leads, so nothing
+    /// waits on this thread.
+    pub(crate) fn user_code_done<D: Driver>(&self, driver: &D) {
+        let mut st = lock(&self.state);
+        if st.armed && st.leader.is_none() {
+            st.armed = false;
+            driver.arm_standby(false);
+        }
     }
 
     /// Hands a completion to a bound participant and wakes it: its condition variable if it
@@ -334,7 +456,8 @@ impl Lf {
 
     /// Whether an idle unbound participant is waiting (a candidate for parked requests).
     pub(crate) fn has_idle_unbound(&self) -> bool {
-        lock(&self.state).followers.iter().any(|f| f.unbound)
+        let st = lock(&self.state);
+        st.standby.is_some() || st.followers.iter().any(|f| f.unbound)
     }
 
     /// Ends the pool: every participant returns `Exit::Shutdown` (bound ones once woken).
@@ -347,6 +470,7 @@ impl Lf {
         for f in st {
             f.cv.notify_one();
         }
+        driver.wake_standby();
         driver.wake_leader();
     }
 
@@ -386,6 +510,44 @@ mod tests {
         leaders: AtomicUsize,
         max_leaders: AtomicUsize,
         upcalls: AtomicUsize,
+        /// Some: pool threads may wait as the standby, woken by `(armed, woken)` like the
+        /// reactor's standby poll set (armed: any queued event wakes it).
+        standby: Option<(Mutex<(bool, bool)>, Condvar)>,
+        /// Times the standby woke because an event arrived while it was armed.
+        armed_wakes: AtomicUsize,
+        /// Threads inside `wait_standby` now, and the most ever seen: the standby's wake-up
+        /// is not addressed (like an eventfd), so two at once could lose one.
+        in_standby: AtomicUsize,
+        max_in_standby: AtomicUsize,
+        /// Upcalls still to hold until `gate` opens (`.1`), and how many are held now.
+        gate: (Mutex<(usize, bool)>, Condvar, AtomicUsize),
+    }
+
+    impl Script {
+        fn new(lf: &Arc<Lf>, standby: bool) -> Arc<Self> {
+            Arc::new(Script {
+                lf: lf.clone(),
+                queue: Mutex::new(VecDeque::new()),
+                cv: Condvar::new(),
+                leaders: AtomicUsize::new(0),
+                max_leaders: AtomicUsize::new(0),
+                upcalls: AtomicUsize::new(0),
+                standby: standby.then(|| (Mutex::new((false, false)), Condvar::new())),
+                armed_wakes: AtomicUsize::new(0),
+                in_standby: AtomicUsize::new(0),
+                max_in_standby: AtomicUsize::new(0),
+                gate: (Mutex::new((0, false)), Condvar::new(), AtomicUsize::new(0)),
+            })
+        }
+
+        /// Wakes whoever waits for events: the leader and an armed standby.
+        fn notify(&self) {
+            self.cv.notify_all();
+            if let Some((m, cv)) = &self.standby {
+                let _g = lock(m);
+                cv.notify_all();
+            }
+        }
     }
 
     enum Event {
@@ -420,24 +582,87 @@ mod tests {
             }
         }
         fn run_upcall(&self, _u: ()) {
+            let (m, cv, held) = &self.gate;
+            let mut g = lock(m);
+            if g.0 > 0 {
+                g.0 -= 1;
+                held.fetch_add(1, Ordering::SeqCst);
+                while !g.1 {
+                    g = cv.wait(g).unwrap();
+                }
+            }
+            drop(g);
+            if self.standby.is_some() {
+                // Long enough for events to arrive while the leader role is vacant.
+                std::thread::sleep(Duration::from_micros(200));
+            }
             self.upcalls.fetch_add(1, Ordering::SeqCst);
+            self.lf.user_code_done(self);
         }
         fn wake_leader(&self) {
             self.cv.notify_all();
+        }
+        fn supports_standby(&self) -> bool {
+            self.standby.is_some()
+        }
+        fn wait_standby(&self) {
+            let Some((m, cv)) = &self.standby else { return };
+            let n = self.in_standby.fetch_add(1, Ordering::SeqCst) + 1;
+            self.max_in_standby.fetch_max(n, Ordering::SeqCst);
+            let mut g = lock(m);
+            loop {
+                if std::mem::take(&mut g.1) {
+                    break;
+                }
+                if g.0 && !lock(&self.queue).is_empty() {
+                    self.armed_wakes.fetch_add(1, Ordering::SeqCst);
+                    break;
+                }
+                // No timeout: a standby that is not armed or woken must not wake by itself
+                // (that would hide a missing wake-up).
+                g = cv.wait(g).unwrap();
+            }
+            drop(g);
+            // Linger like a thread on its way out of a poll call, so that a second thread
+            // entering meanwhile (the bug this counts) is likely to be seen.
+            std::thread::sleep(Duration::from_micros(50));
+            self.in_standby.fetch_sub(1, Ordering::SeqCst);
+        }
+        fn wake_standby(&self) {
+            if let Some((m, cv)) = &self.standby {
+                lock(m).1 = true;
+                cv.notify_all();
+            }
+        }
+        fn arm_standby(&self, on: bool) -> bool {
+            if let Some((m, cv)) = &self.standby {
+                lock(m).0 = on;
+                cv.notify_all();
+            }
+            self.standby.is_some()
+        }
+        fn has_pending_work(&self) -> bool {
+            // Like the reactor's ready list: queued events make a leaving leader wake the
+            // standby rather than arm it.
+            !lock(&self.queue).is_empty()
         }
     }
 
     #[test]
     fn every_reply_reaches_its_waiter_and_one_leader_at_a_time() {
+        replies_reach_waiters(false);
+    }
+
+    /// The same with a standby: leaders leave lazily (the role stays vacant until an event
+    /// wakes the standby), and nobody is stranded.
+    #[test]
+    fn with_a_standby_every_reply_reaches_its_waiter() {
+        replies_reach_waiters(true);
+    }
+
+    fn replies_reach_waiters(standby: bool) {
         let lf = Arc::new(Lf::new());
-        let script = Arc::new(Script {
-            lf: lf.clone(),
-            queue: Mutex::new(VecDeque::new()),
-            cv: Condvar::new(),
-            leaders: AtomicUsize::new(0),
-            max_leaders: AtomicUsize::new(0),
-            upcalls: AtomicUsize::new(0),
-        });
+        let script = Script::new(&lf, standby);
         // Two pool threads.
         let pool: Vec<_> = (0..2)
             .map(|_| {
@@ -462,7 +687,7 @@ mod tests {
                                 q.push_back(Event::Upcall);
                             }
                         }
-                        s.cv.notify_all();
+                        s.notify();
                         let deadline = Instant::now() + Duration::from_secs(20);
                         assert_eq!(lf.run(&p, Some(deadline), &*s), Exit::Completed);
                         let r = p.take().unwrap().unwrap().unwrap();
@@ -489,19 +714,130 @@ mod tests {
             "two leaders at once"
         );
         assert_eq!(script.upcalls.load(Ordering::SeqCst), 8 * (200 / 7 + 1));
+        if standby {
+            assert_eq!(
+                script.max_in_standby.load(Ordering::SeqCst),
+                1,
+                "two threads waited as the standby at once"
+            );
+        }
+    }
+
+    /// A leader leaving for an upcall arms the standby instead of waking it; the next event
+    /// wakes the standby, which serves it while the upcall still runs.
+    #[test]
+    fn an_event_wakes_the_armed_standby_during_a_long_upcall() {
+        let lf = Arc::new(Lf::new());
+        let script = Script::new(&lf, true);
+        lock(&script.gate.0).0 = 1;
+        let pool: Vec<_> = (0..2)
+            .map(|_| {
+                let (lf, s) = (lf.clone(), script.clone());
+                std::thread::spawn(move || {
+                    let p = Participant::unbound();
+                    assert_eq!(lf.run(&p, None, &*s), Exit::Shutdown);
+                })
+            })
+            .collect();
+        let until = |what: &str, f: &dyn Fn() -> bool| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !f() {
+                assert!(Instant::now() < deadline, "timed out waiting: {what}");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        };
+        until("a leader and a standby", &|| {
+            let st = lock(&lf.state);
+            st.leader.is_some() && st.standby.is_some()
+        });
+        lock(&script.queue).push_back(Event::Upcall);
+        script.notify();
+        until("the first upcall to run", &|| {
+            script.gate.2.load(Ordering::SeqCst) == 1
+        });
+        {
+            let st = lock(&lf.state);
+            assert!(st.leader.is_none(), "the role is left vacant");
+            assert!(st.armed, "the standby is armed, not woken");
+        }
+        assert_eq!(script.armed_wakes.load(Ordering::SeqCst), 0);
+        lock(&script.queue).push_back(Event::Upcall);
+        script.notify();
+        until("the second upcall to finish", &|| {
+            script.upcalls.load(Ordering::SeqCst) == 1
+        });
+        assert_eq!(script.armed_wakes.load(Ordering::SeqCst), 1);
+        {
+            let (m, cv, _) = &script.gate;
+            lock(m).1 = true;
+            cv.notify_all();
+        }
+        until("the first upcall to finish", &|| {
+            script.upcalls.load(Ordering::SeqCst) == 2
+        });
+        lf.shutdown(&*script);
+        for t in pool {
+            t.join().unwrap();
+        }
+        assert_eq!(script.max_leaders.load(Ordering::SeqCst), 1);
+    }
+
+    /// A bound thread that left the role for an upcall and then exits (its deadline passed
+    /// meanwhile) without taking the role back re-arms the standby: the next event is served.
+    #[test]
+    fn a_waiter_timing_out_in_an_upcall_leaves_the_role_watched() {
+        let lf = Arc::new(Lf::new());
+        let script = Script::new(&lf, true);
+        lock(&script.gate.0).0 = 1;
+        let until = |what: &str, f: &dyn Fn() -> bool| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !f() {
+                assert!(Instant::now() < deadline, "timed out waiting: {what}");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        };
+        let b = Participant::bound();
+        let waiter = {
+            let (lf, s, b) = (lf.clone(), script.clone(), b.clone());
+            let deadline = Instant::now() + Duration::from_millis(50);
+            std::thread::spawn(move || lf.run(&b, Some(deadline), &*s))
+        };
+        until("the waiter to lead", &|| {
+            lock(&lf.state).leader == Some(b.id)
+        });
+        let pool = {
+            let (lf, s) = (lf.clone(), script.clone());
+            std::thread::spawn(move || {
+                let p = Participant::unbound();
+                assert_eq!(lf.run(&p, None, &*s), Exit::Shutdown);
+            })
+        };
+        until("a standby", &|| lock(&lf.state).standby.is_some());
+        lock(&script.queue).push_back(Event::Upcall);
+        script.notify();
+        until("the upcall to run", &|| {
+            script.gate.2.load(Ordering::SeqCst) == 1
+        });
+        std::thread::sleep(Duration::from_millis(60));
+        {
+            let (m, cv, _) = &script.gate;
+            lock(m).1 = true;
+            cv.notify_all();
+        }
+        assert_eq!(waiter.join().unwrap(), Exit::TimedOut);
+        lock(&script.queue).push_back(Event::Upcall);
+        script.notify();
+        until("the next upcall to be served", &|| {
+            script.upcalls.load(Ordering::SeqCst) == 2
+        });
+        lf.shutdown(&*script);
+        pool.join().unwrap();
     }
 
     #[test]
     fn a_timed_out_leader_passes_leadership_on() {
         let lf = Arc::new(Lf::new());
-        let script = Arc::new(Script {
-            lf: lf.clone(),
-            queue: Mutex::new(VecDeque::new()),
-            cv: Condvar::new(),
-            leaders: AtomicUsize::new(0),
-            max_leaders: AtomicUsize::new(0),
-            upcalls: AtomicUsize::new(0),
-        });
+        let script = Script::new(&lf, false);
         // A waiter that times out (no reply ever comes) while another waits longer.
         let p1 = Participant::bound();
         let p2 = Participant::bound();

@@ -9,6 +9,13 @@
 //! A token is a slab index plus a generation (`gen << 32 | index`), so a stale event for a slot
 //! that was freed and reused is recognised and ignored.
 //!
+//! The standby is an idle pool thread that waits in a second, tiny poll set holding only the
+//! main poll's own fd (armed or not) and a waker. While the leader runs a short upcall, the
+//! standby is armed instead of promoted: the kernel wakes it only if an event arrives before
+//! the leader comes back (Leader/Followers promotes before every upcall; this makes that
+//! promotion free when nothing happens in the meantime, which is what a latency-bound
+//! request-reply exchange looks like).
+//!
 //! The ready list holds connections that may have more to give without a new readiness event:
 //! decoded frames not yet handled, or unread socket bytes (mio is edge-triggered; we stop
 //! reading at a budget). The leader serves it before polling.
@@ -20,12 +27,15 @@ use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use slab::Slab;
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The waker's token (never a slab index).
 pub(crate) const WAKER: Token = Token(usize::MAX);
+
+/// The main poll set's token in the standby's poll set.
+const MAIN: Token = Token(0);
 
 /// What a token refers to.
 #[derive(Debug, Clone)]
@@ -57,6 +67,17 @@ pub(crate) struct Reactor {
     waker: Waker,
     slots: Mutex<(Slab<Slot>, u32)>,
     ready: Mutex<VecDeque<Arc<Connection>>>,
+    standby: Standby,
+}
+
+/// The standby's poll set (see the module docs).
+#[derive(Debug)]
+struct Standby {
+    poll: Mutex<(Poll, Events)>,
+    registry: Registry,
+    waker: Waker,
+    /// The main poll set's fd, registered in `poll` while armed.
+    main_fd: RawFd,
 }
 
 impl Reactor {
@@ -64,13 +85,61 @@ impl Reactor {
         let poll = Poll::new()?;
         let registry = poll.registry().try_clone()?;
         let waker = Waker::new(poll.registry(), WAKER)?;
+        let main_fd = poll.as_raw_fd();
+        let standby_poll = Poll::new()?;
+        let standby = Standby {
+            registry: standby_poll.registry().try_clone()?,
+            waker: Waker::new(standby_poll.registry(), WAKER)?,
+            poll: Mutex::new((standby_poll, Events::with_capacity(4))),
+            main_fd,
+        };
         Ok(Reactor {
             poll: Mutex::new((poll, Events::with_capacity(256))),
             registry,
             waker,
             slots: Mutex::new((Slab::new(), 0)),
             ready: Mutex::new(VecDeque::new()),
+            standby,
         })
+    }
+
+    /// Blocks the standby until it is woken or, while armed, the main poll set has events.
+    pub(crate) fn wait_standby(&self) {
+        let mut g = lock(&self.standby.poll);
+        let (poll, events) = &mut *g;
+        if let Err(e) = poll.poll(events, None) {
+            if e.kind() != io::ErrorKind::Interrupted {
+                tracing::error!(error = %e, "standby poll failed");
+                // Do not spin: the caller re-checks the pool state and waits again.
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+
+    /// Wakes the standby.
+    pub(crate) fn wake_standby(&self) {
+        let _ = self.standby.waker.wake();
+    }
+
+    /// Arms (the main poll set's readiness wakes the standby) or disarms the standby.
+    pub(crate) fn arm_standby(&self, on: bool) -> bool {
+        let fd = self.standby.main_fd;
+        let r = if on {
+            self.standby
+                .registry
+                .register(&mut SourceFd(&fd), MAIN, Interest::READABLE)
+        } else {
+            self.standby.registry.deregister(&mut SourceFd(&fd))
+        };
+        if let Err(e) = &r {
+            tracing::warn!(error = %e, on, "cannot arm or disarm the standby");
+        }
+        r.is_ok()
+    }
+
+    /// Whether connections wait on the ready list.
+    pub(crate) fn has_ready(&self) -> bool {
+        !lock(&self.ready).is_empty()
     }
 
     /// Reserves a token for an entry built by `make` (which gets the token).
