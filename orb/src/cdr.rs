@@ -315,7 +315,8 @@ impl<'a> CdrWriter<'a> {
 /// Encodes a value as a standalone encapsulation (byte-order octet first), as IORs and service
 /// contexts carry them.
 pub fn encapsulate(order: ByteOrder, f: impl FnOnce(&mut CdrWriter<'_>)) -> BytesMut {
-    let mut buf = BytesMut::new();
+    // Room for the small ones (a deadline is 16 bytes) without growing.
+    let mut buf = BytesMut::with_capacity(32);
     let mut w = CdrWriter::new(&mut buf, order);
     w.write_octet(order.flag());
     f(&mut w);

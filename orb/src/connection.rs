@@ -22,7 +22,7 @@ use crate::lf::Participant;
 use crate::reactor::Reactor;
 use crate::servant::Context;
 use crate::stats::Stats;
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use mio::Interest;
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
@@ -227,7 +227,7 @@ pub(crate) enum ReadError {
 }
 
 /// Most buffers handed to one `writev`.
-const MAX_IOV: usize = 64;
+const MAX_IOV: usize = 32;
 /// Batches one sender writes for others before leaving the rest to the reactor (a writable
 /// event), so a sender's own call is not held up indefinitely by a busy connection.
 const MAX_ROUNDS: usize = 8;
@@ -258,34 +258,33 @@ impl OutQueue {
         self.len == 0
     }
 
-    /// Fills `out` with (cheap, reference-counted) clones of the first buffers; returns how
-    /// many.
-    pub(crate) fn front_batch(&self, out: &mut [Bytes]) -> usize {
-        let mut n = 0;
-        for (o, b) in out.iter_mut().zip(&self.parts) {
-            *o = b.clone();
-            n += 1;
-        }
-        n
+    /// Moves up to `max` buffers from the front into `out` (for the writer to write without
+    /// the lock; their bytes still count in `len` until [`written`](Self::written)).
+    pub(crate) fn take_front(&mut self, out: &mut Vec<Bytes>, max: usize) {
+        let n = max.min(self.parts.len());
+        out.extend(self.parts.drain(..n));
     }
 
-    /// Drops the first `n` bytes (written to the socket).
-    pub(crate) fn consume(&mut self, mut n: usize) {
-        debug_assert!(n <= self.len);
-        n = n.min(self.len);
-        self.len -= n;
-        while n > 0 {
-            let Some(front) = self.parts.front_mut() else {
-                return;
-            };
-            if n >= front.len() {
-                n -= front.len();
-                self.parts.pop_front();
+    /// Hands back a batch from [`take_front`](Self::take_front) of which the first `n` bytes
+    /// were written: those are dropped, the rest goes back to the front, in order. Leaves
+    /// `batch` empty.
+    pub(crate) fn written(&mut self, batch: &mut Vec<Bytes>, n: usize) {
+        let mut left = n;
+        let mut keep = 0;
+        for b in batch.iter_mut() {
+            if left >= b.len() {
+                left -= b.len();
             } else {
-                *front = front.slice(n..);
-                n = 0;
+                b.advance(left);
+                left = 0;
+                keep += 1;
             }
         }
+        self.len -= n - left;
+        for b in batch.drain(..).rev().take(keep) {
+            self.parts.push_front(b);
+        }
+        batch.clear();
     }
 
     /// Drops everything (the connection closed).
@@ -304,6 +303,8 @@ pub(crate) struct WriteState {
     writing: bool,
     pub(crate) writable_interest: bool,
     closed: bool,
+    /// The writer's batch storage, kept between writes (no allocation per write).
+    spare: Vec<Bytes>,
 }
 
 /// What `send` did.
@@ -468,20 +469,19 @@ impl Connection {
         stats: &Stats,
         reactor: &Reactor,
     ) -> io::Result<SendOutcome> {
-        let mut batch: [Bytes; MAX_IOV] = std::array::from_fn(|_| Bytes::new());
+        let mut batch = std::mem::take(&mut w.spare);
         let mut full = false;
         for _ in 0..MAX_ROUNDS {
-            let n = w.queue.front_batch(&mut batch);
-            let total: usize = batch[..n].iter().map(Bytes::len).sum();
+            w.queue.take_front(&mut batch, MAX_IOV);
+            let total: usize = batch.iter().map(Bytes::len).sum();
             drop(w);
-            let r = write_vectored_some(&self.stream, &batch[..n]);
-            for b in &mut batch[..n] {
-                *b = Bytes::new();
-            }
+            let r = write_vectored_some(&self.stream, &batch);
             w = lock(&self.write);
             let written = match r {
                 Ok(k) => k,
                 Err(e) => {
+                    batch.clear();
+                    w.spare = batch;
                     w.writing = false;
                     return Err(e);
                 }
@@ -491,12 +491,15 @@ impl Connection {
                 .fetch_add(written as u64, Ordering::Relaxed);
             if w.closed {
                 // Closed meanwhile (the queue was cleared): nothing more to write.
+                batch.clear();
+                w.spare = batch;
                 w.writing = false;
                 return Ok(SendOutcome::Written);
             }
-            w.queue.consume(written);
+            w.queue.written(&mut batch, written);
             self.queued.store(w.queue.len(), Ordering::Release);
             if w.queue.is_empty() {
+                w.spare = batch;
                 w.writing = false;
                 if w.writable_interest {
                     reactor.reregister(&self.stream, self.token, Interest::READABLE)?;
@@ -511,6 +514,7 @@ impl Connection {
         }
         // Leave the rest to a writable event. A full socket raises one when it drains; one
         // that is not full raises one when (re-)registered, even if the interest was on.
+        w.spare = batch;
         w.writing = false;
         let newly_interested = !w.writable_interest;
         if newly_interested || !full {
@@ -587,29 +591,38 @@ mod tests {
         assert!(rs.handle_eof().is_err());
     }
 
-    fn bytes_of(q: &OutQueue) -> Vec<u8> {
-        let mut batch: [Bytes; 8] = Default::default();
-        let n = q.front_batch(&mut batch);
-        batch[..n].iter().flat_map(|b| b.iter().copied()).collect()
+    /// Writes `n` bytes of the queue as a writer would; returns what was written.
+    fn write_n(q: &mut OutQueue, max: usize, n: usize) -> Vec<u8> {
+        let mut batch = Vec::new();
+        q.take_front(&mut batch, max);
+        let out = batch
+            .iter()
+            .flat_map(|b| b.iter().copied())
+            .take(n)
+            .collect();
+        q.written(&mut batch, n);
+        assert!(batch.is_empty());
+        out
     }
 
     #[test]
-    fn out_queue_consumes_across_buffer_boundaries() {
+    fn out_queue_partial_writes_resume_where_they_stopped() {
         let mut q = OutQueue::default();
         q.push(Bytes::from_static(b"abc"));
         q.push(Bytes::new());
         q.push(Bytes::from_static(b"defgh"));
         q.push(Bytes::from_static(b"i"));
         assert_eq!(q.len(), 9);
-        assert_eq!(bytes_of(&q), b"abcdefghi");
-        q.consume(2);
-        assert_eq!(bytes_of(&q), b"cdefghi");
-        q.consume(3);
-        assert_eq!(bytes_of(&q), b"fghi");
-        assert_eq!(q.len(), 4);
-        q.consume(4);
+        assert_eq!(write_n(&mut q, 8, 2), b"ab");
+        assert_eq!(q.len(), 7);
+        // A sender appends while the writer holds a batch.
+        let mut batch = Vec::new();
+        q.take_front(&mut batch, 2);
+        q.push(Bytes::from_static(b"jk"));
+        q.written(&mut batch, 3);
+        assert_eq!(q.len(), 6);
+        assert_eq!(write_n(&mut q, 8, 100), b"fghijk");
         assert!(q.is_empty());
-        assert_eq!(bytes_of(&q), b"");
     }
 
     #[test]
@@ -618,13 +631,16 @@ mod tests {
         for i in 0..20u8 {
             q.push(Bytes::from(vec![i; 2]));
         }
-        let mut batch: [Bytes; 8] = Default::default();
-        assert_eq!(q.front_batch(&mut batch), 8);
+        let mut batch = Vec::new();
+        q.take_front(&mut batch, 8);
+        assert_eq!(batch.len(), 8);
         assert_eq!(batch[7][..], [7, 7]);
-        q.consume(8 * 2 + 1);
-        assert_eq!(q.front_batch(&mut batch), 8);
-        assert_eq!(batch[0][..], [8]);
-        assert_eq!(batch[1][..], [9, 9]);
+        q.written(&mut batch, 15);
+        q.take_front(&mut batch, 8);
+        assert_eq!(batch[0][..], [7]);
+        assert_eq!(batch[1][..], [8, 8]);
+        q.written(&mut batch, 0);
+        assert_eq!(q.len(), 40 - 15);
     }
 
     /// Many threads send frames of mixed sizes at once on one connection whose peer reads

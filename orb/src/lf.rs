@@ -883,10 +883,25 @@ mod loom_tests {
     /// The "network": replies the leader will read, and a wake flag standing for the waker.
     struct Net {
         lf: Arc<Lf>,
-        inbox: Mutex<(VecDeque<(Arc<Participant>, u32)>, bool)>,
+        inbox: Mutex<(VecDeque<(Option<Arc<Participant>>, u32)>, bool)>,
         cv: Condvar,
         leaders: AtomicUsize,
         upcall_pending: Mutex<bool>,
+        /// Some: the standby poll set, as the reactor has it: a lock held for the whole wait
+        /// (one thread in the poll at a time), `(armed, woken)`, and its condition variable.
+        standby: Option<(Mutex<()>, Mutex<(bool, bool)>, Condvar)>,
+    }
+
+    impl Net {
+        /// An event arrives: wakes the leader and, if armed, the standby.
+        fn push(&self, to: Option<Arc<Participant>>, id: u32) {
+            lock(&self.inbox).0.push_back((to, id));
+            self.cv.notify_all();
+            if let Some((_, m, cv)) = &self.standby {
+                let _g = lock(m);
+                cv.notify_all();
+            }
+        }
     }
 
     impl Driver for Net {
@@ -907,7 +922,7 @@ mod loom_tests {
             };
             let upcall = std::mem::take(&mut *lock(&self.upcall_pending));
             self.leaders.fetch_sub(1, Ordering::SeqCst);
-            if let Some((w, id)) = ev {
+            if let Some((Some(w), id)) = ev {
                 self.lf.complete(&w, Ok(Some(reply(id))), Some(p.id), self);
             }
             if upcall {
@@ -916,20 +931,63 @@ mod loom_tests {
                 Lead::Idle
             }
         }
-        fn run_upcall(&self, _u: ()) {}
+        fn run_upcall(&self, _u: ()) {
+            self.lf.user_code_done(self);
+        }
         fn wake_leader(&self) {
             lock(&self.inbox).1 = true;
             self.cv.notify_all();
         }
+        fn supports_standby(&self) -> bool {
+            self.standby.is_some()
+        }
+        fn wait_standby(&self) {
+            let Some((poll, m, cv)) = &self.standby else {
+                return;
+            };
+            let _in_poll = lock(poll);
+            let mut g = lock(m);
+            loop {
+                if std::mem::take(&mut g.1) {
+                    return;
+                }
+                if g.0 && !lock(&self.inbox).0.is_empty() {
+                    return;
+                }
+                g = cv.wait(g).unwrap();
+            }
+        }
+        fn wake_standby(&self) {
+            if let Some((_, m, cv)) = &self.standby {
+                lock(m).1 = true;
+                cv.notify_all();
+            }
+        }
+        fn arm_standby(&self, on: bool) -> bool {
+            if let Some((_, m, cv)) = &self.standby {
+                lock(m).0 = on;
+                cv.notify_all();
+            }
+            self.standby.is_some()
+        }
+        fn has_pending_work(&self) -> bool {
+            // Queued events stand for the reactor's ready list.
+            !lock(&self.inbox).0.is_empty()
+        }
     }
 
     fn net(lf: &Arc<Lf>) -> Arc<Net> {
+        net_with(lf, false)
+    }
+
+    fn net_with(lf: &Arc<Lf>, standby: bool) -> Arc<Net> {
         Arc::new(Net {
             lf: lf.clone(),
             inbox: Mutex::new((VecDeque::new(), false)),
             cv: Condvar::new(),
             leaders: AtomicUsize::new(0),
             upcall_pending: Mutex::new(false),
+            standby: standby.then(|| (Mutex::new(()), Mutex::new((false, false)), Condvar::new())),
         })
     }
 
@@ -955,8 +1013,8 @@ mod loom_tests {
             // The replies arrive, in the opposite order of the calls.
             {
                 let mut g = lock(&n.inbox);
-                g.0.push_back((p2, 2));
-                g.0.push_back((p1, 1));
+                g.0.push_back((Some(p2), 2));
+                g.0.push_back((Some(p1), 1));
             }
             n.cv.notify_all();
             for t in threads {
@@ -986,8 +1044,8 @@ mod loom_tests {
                 .collect();
             {
                 let mut g = lock(&n.inbox);
-                g.0.push_back((p1, 1));
-                g.0.push_back((p2, 2));
+                g.0.push_back((Some(p1), 1));
+                g.0.push_back((Some(p2), 2));
             }
             n.cv.notify_all();
             for t in threads {
@@ -1018,11 +1076,44 @@ mod loom_tests {
                     assert_eq!(p.take().unwrap().unwrap().unwrap().header.request_id, 9);
                 })
             };
-            lock(&n.inbox).0.push_back((p, 9));
-            n.cv.notify_all();
+            n.push(Some(p), 9);
             waiter.join().unwrap();
             lf.shutdown(&*n);
             pool.join().unwrap();
+        });
+    }
+
+    /// Two pool threads with a standby: a request's upcall leaves the role vacant (the
+    /// standby armed), and a reply arriving meanwhile still reaches its waiter.
+    #[test]
+    fn standby_takes_a_vacant_role_for_a_reply() {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(2);
+        b.check(|| {
+            let lf = Arc::new(Lf::new());
+            let n = net_with(&lf, true);
+            *lock(&n.upcall_pending) = true;
+            let pool: Vec<_> = (0..2)
+                .map(|_| {
+                    let (lf, n) = (lf.clone(), n.clone());
+                    loom::thread::spawn(move || {
+                        let p = Participant::unbound();
+                        assert_eq!(lf.run(&p, None, &*n), Exit::Shutdown);
+                    })
+                })
+                .collect();
+            // The request (its upcall) first, then the reply for a waiter that is not in
+            // the pool (it never leads: only the pool can deliver the reply).
+            n.push(None, 0);
+            let p = Participant::bound();
+            n.push(Some(p.clone()), 9);
+            while !p.is_complete() {
+                loom::thread::yield_now();
+            }
+            lf.shutdown(&*n);
+            for t in pool {
+                t.join().unwrap();
+            }
         });
     }
 
