@@ -69,6 +69,11 @@ pub(crate) struct ReadState {
     /// appended to `buf`: zeroing a 16 KiB read window per read cost more instructions than
     /// the rest of a small call (callgrind, examples/bench/PROFILE.md).
     staging: Option<Box<[u8]>>,
+    /// A frame too large for the staging buffer, received in place: its buffer (allocated
+    /// zeroed at the frame's full size, which for a large one costs no memset) and how much
+    /// of it is filled. Growing `buf` per read instead zeroed the rest of the frame on every
+    /// read: several times the frame's size for a 1 MiB body.
+    large: Option<(BytesMut, usize)>,
     codec: GiopCodec,
     frames: VecDeque<Frame>,
     /// The socket may hold unread bytes (we stopped before `WouldBlock`).
@@ -91,6 +96,7 @@ impl ReadState {
         ReadState {
             buf: BytesMut::new(),
             staging: None,
+            large: None,
             codec: GiopCodec::new(max_message_size),
             frames: VecDeque::new(),
             maybe_readable: true,
@@ -125,6 +131,11 @@ impl ReadState {
 
     /// The stream ended: an error if it ended inside a frame.
     pub(crate) fn handle_eof(&mut self) -> Result<(), FrameError> {
+        if let Some((mut big, filled)) = self.large.take() {
+            // Inside a large frame: hand the part received to the codec, which says so.
+            big.truncate(filled);
+            self.buf = big;
+        }
         if let Some(f) = self.codec.decode_eof(&mut self.buf)? {
             self.frames.push_back(f);
         }
@@ -133,22 +144,21 @@ impl ReadState {
 
     /// Bytes held: undecoded input plus partial fragment chains.
     pub(crate) fn buffered(&self) -> usize {
-        self.buf.len() + self.codec.buffered_fragment_bytes()
+        self.buf.len()
+            + self.large.as_ref().map_or(0, |(_, filled)| *filled)
+            + self.codec.buffered_fragment_bytes()
     }
 
-    /// How much to read next: the rest of the frame in progress if its header is here (so a
-    /// large body arrives in few reads), else a small chunk.
-    fn next_read_size(&self) -> usize {
-        const MIN: usize = STAGING;
-        if self.buf.len() >= HEADER_LEN {
-            if let Ok(h) = Header::decode(&self.buf[..HEADER_LEN]) {
-                let total = HEADER_LEN + h.size as usize;
-                if total > self.buf.len() && total <= self.codec.max_message_size() + HEADER_LEN {
-                    return (total - self.buf.len()).clamp(MIN, 4 << 20);
-                }
-            }
+    /// The full size of the frame whose header starts `buf`, if the rest of it is too large
+    /// for the staging buffer (and within the size limit, which the codec enforces).
+    fn large_frame_size(&self) -> Option<usize> {
+        if self.buf.len() < HEADER_LEN {
+            return None;
         }
-        MIN
+        let h = Header::decode(&self.buf[..HEADER_LEN]).ok()?;
+        let total = HEADER_LEN + h.size as usize;
+        (total > self.buf.len() + STAGING && total <= self.codec.max_message_size() + HEADER_LEN)
+            .then_some(total)
     }
 
     /// Reads from `io` until `WouldBlock`, the budget, or enough queued frames, decoding as it
@@ -164,34 +174,52 @@ impl ReadState {
                 self.maybe_readable = true;
                 return Ok(true);
             }
-            let want = self.next_read_size();
-            let start = self.buf.len();
-            let r = if want > STAGING {
-                // The rest of a large frame: read in place (zeroing it once per read).
-                self.buf.resize(start + want, 0);
-                io.read(&mut self.buf[start..])
-            } else {
-                let st = self
-                    .staging
-                    .get_or_insert_with(|| vec![0; STAGING].into_boxed_slice());
-                let r = io.read(&mut st[..want]);
-                if let Ok(n) = r {
-                    // `buf` now ends at `start + n`: the truncations below are no-ops.
-                    self.buf.extend_from_slice(&st[..n]);
+            if self.large.is_none() {
+                if let Some(size) = self.large_frame_size() {
+                    let mut big = BytesMut::zeroed(size);
+                    let have = self.buf.len();
+                    big[..have].copy_from_slice(&self.buf);
+                    self.buf.clear();
+                    self.large = Some((big, have));
                 }
-                r
+            }
+            let (r, want) = match &mut self.large {
+                Some((big, filled)) => {
+                    let want = big.len() - *filled;
+                    let r = io.read(&mut big[*filled..]);
+                    if let Ok(n) = r {
+                        *filled += n;
+                    }
+                    (r, want)
+                }
+                None => {
+                    let st = self
+                        .staging
+                        .get_or_insert_with(|| vec![0; STAGING].into_boxed_slice());
+                    let r = io.read(&mut st[..]);
+                    if let Ok(n) = r {
+                        self.buf.extend_from_slice(&st[..n]);
+                    }
+                    (r, STAGING)
+                }
             };
             match r {
                 Ok(0) => {
-                    self.buf.truncate(start);
                     self.maybe_readable = false;
                     return Ok(false);
                 }
                 Ok(n) => {
-                    self.buf.truncate(start + n);
                     total += n;
                     stats.bytes_received.fetch_add(n as u64, Ordering::Relaxed);
-                    self.decode_all().map_err(ReadError::Frame)?;
+                    if self.large.as_ref().is_some_and(|(b, f)| *f == b.len()) {
+                        if let Some((big, _)) = self.large.take() {
+                            // `buf` was emptied when the large frame began.
+                            self.buf = big;
+                        }
+                    }
+                    if self.large.is_none() {
+                        self.decode_all().map_err(ReadError::Frame)?;
+                    }
                     if n < want {
                         // A short read of a TCP socket means its receive buffer was drained;
                         // data arriving later raises a new edge, so skip the read that would
@@ -203,17 +231,11 @@ impl ReadState {
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.buf.truncate(start);
                     self.maybe_readable = false;
                     return Ok(true);
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {
-                    self.buf.truncate(start);
-                }
-                Err(e) => {
-                    self.buf.truncate(start);
-                    return Err(ReadError::Io(e));
-                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(ReadError::Io(e)),
             }
         }
     }
@@ -582,6 +604,110 @@ mod tests {
             assert!(rs.poll_frame().is_none());
             assert_eq!(rs.buffered(), 0);
         }
+    }
+
+    /// A socket stand-in: hands out `data` in chunks of the given sizes (cycled), one chunk
+    /// per readable edge, then `WouldBlock`.
+    struct Chunks {
+        data: Vec<u8>,
+        pos: usize,
+        sizes: Vec<usize>,
+        next: usize,
+        edge: bool,
+    }
+
+    impl Read for Chunks {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if !std::mem::take(&mut self.edge) || self.pos == self.data.len() {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let size = self.sizes[self.next % self.sizes.len()];
+            self.next += 1;
+            let n = size.min(buf.len()).min(self.data.len() - self.pos);
+            buf[..n].copy_from_slice(&self.data[self.pos..self.pos + n]);
+            self.pos += n;
+            // A short read ends the edge; a full one leaves more for the same edge.
+            self.edge = n == buf.len();
+            Ok(n)
+        }
+    }
+
+    /// Small, large (received in place) and small frames again, arriving in chunks of
+    /// awkward sizes: each comes out whole, with its body intact.
+    #[test]
+    fn large_frames_arrive_whole_between_small_ones() {
+        use crate::giop::{RequestHeader, ServiceContextList, TargetAddress};
+        let mut data = BytesMut::new();
+        let bodies: Vec<Vec<u8>> = [10, 300_000, 20, 70_000, STAGING + 1, 5]
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (0..n).map(|j| (i * 7 + j % 251) as u8).collect())
+            .collect();
+        for (i, body) in bodies.iter().enumerate() {
+            let header = RequestHeader {
+                request_id: i as u32,
+                response_flags: 3,
+                target: TargetAddress::Key(Bytes::from_static(b"key")),
+                operation: "op".into(),
+                service_context: ServiceContextList::default(),
+            };
+            crate::giop::write_request(&mut data, Version::V1_2, &header, |w| w.write_octets(body));
+        }
+        for sizes in [
+            vec![1000],
+            vec![65_536, 7, 100_000],
+            vec![1 << 20],
+            vec![13],
+        ] {
+            let mut src = Chunks {
+                data: data.to_vec(),
+                pos: 0,
+                sizes,
+                next: 0,
+                edge: false,
+            };
+            let mut rs = ReadState::new(1 << 20);
+            let stats = Stats::default();
+            let mut got = Vec::new();
+            while src.pos < src.data.len() || rs.has_frames() {
+                src.edge = true;
+                assert!(rs.read_from(&mut src, &stats).unwrap());
+                while let Some(f) = rs.poll_frame() {
+                    let Message::Request(r) = f.message else {
+                        panic!("not a request")
+                    };
+                    let mut rd = r.body.reader();
+                    got.push((r.header.request_id, rd.read_octets().unwrap().to_vec()));
+                }
+            }
+            assert_eq!(got.len(), bodies.len());
+            for (i, (id, body)) in got.iter().enumerate() {
+                assert_eq!(*id, i as u32);
+                assert!(body == &bodies[i], "body {i} differs");
+            }
+            assert_eq!(rs.buffered(), 0);
+        }
+    }
+
+    #[test]
+    fn eof_inside_a_large_frame_is_an_error() {
+        let mut rs = ReadState::new(1 << 20);
+        let mut hdr = b"GIOP\x01\x02\x01\x00".to_vec();
+        hdr.extend_from_slice(&100_000u32.to_le_bytes());
+        hdr.extend_from_slice(&[0; 5000]);
+        let mut src = Chunks {
+            data: hdr,
+            pos: 0,
+            sizes: vec![2000],
+            next: 0,
+            edge: true,
+        };
+        while src.pos < src.data.len() {
+            src.edge = true;
+            rs.read_from(&mut src, &Stats::default()).unwrap();
+        }
+        assert_eq!(rs.buffered(), 5012);
+        assert!(rs.handle_eof().is_err());
     }
 
     #[test]
