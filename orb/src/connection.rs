@@ -351,8 +351,12 @@ pub(crate) struct Connection {
     next_request_id: AtomicU32,
     pub(crate) read: Mutex<ReadState>,
     pub(crate) write: Mutex<WriteState>,
-    pub(crate) pending: Mutex<HashMap<u32, Arc<Participant>>>,
-    pub(crate) running: Mutex<HashMap<u32, Context>>,
+    /// Request id → waiter. Keyed by our own ids; foldhash (randomly seeded), as SipHash
+    /// showed up in the per-call profile.
+    pub(crate) pending: Mutex<HashMap<u32, Arc<Participant>, foldhash::fast::RandomState>>,
+    /// Request id → running upcall. The ids are the peer's, so the seed is random and the
+    /// size is bounded by the dispatch limit.
+    pub(crate) running: Mutex<HashMap<u32, Context, foldhash::fast::RandomState>>,
     /// Endpoints the peer announced with BI_DIR_IIOP (calls to them use this connection).
     pub(crate) bidir_endpoints: Mutex<Vec<(String, u16)>>,
     /// Whether we sent our BI_DIR_IIOP listen points on this (outbound) connection.
@@ -392,8 +396,8 @@ impl Connection {
             next_request_id: AtomicU32::new(first),
             read: Mutex::new(ReadState::new(max_message_size)),
             write: Mutex::new(WriteState::default()),
-            pending: Mutex::new(HashMap::new()),
-            running: Mutex::new(HashMap::new()),
+            pending: Mutex::new(HashMap::default()),
+            running: Mutex::new(HashMap::default()),
             drain_waiters: Mutex::new(Vec::new()),
             bidir_endpoints: Mutex::new(Vec::new()),
             bidir_announced: AtomicBool::new(false),

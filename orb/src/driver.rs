@@ -391,7 +391,7 @@ impl OrbInner {
                 }
                 Handled::Done
             }
-            Message::Request(request) => {
+            Message::Request(mut request) => {
                 self.stats.requests_received.fetch_add(1, Ordering::Relaxed);
                 if self.config.bidir && conn.origin == Origin::Inbound {
                     if let Some(data) = request.header.service_context.get(context_id::BI_DIR_IIOP)
@@ -420,15 +420,17 @@ impl OrbInner {
                     .and_then(|d| Deadline::from_context_data(d).ok())
                     .map(|d| Instant::now() + d.0);
                 let key = h.target.object_key().unwrap_or_default();
+                let request_id = h.request_id;
                 let ctx = Context::new(
-                    h.operation.clone(),
+                    // Moved, not copied: the upcall reads it from the context.
+                    std::mem::take(&mut request.header.operation),
                     key.clone(),
-                    h.request_id,
+                    request_id,
                     Some(conn.peer),
                     deadline,
                 );
-                if h.response_expected() {
-                    lock(&conn.running).insert(h.request_id, ctx.clone());
+                if request.header.response_expected() {
+                    lock(&conn.running).insert(request_id, ctx.clone());
                 }
                 let u = Upcall {
                     conn: conn.clone(),
@@ -540,7 +542,7 @@ impl OrbInner {
         let span = tracing::debug_span!(
             "upcall",
             request_id = h.request_id,
-            operation = %h.operation,
+            operation = ctx.operation(),
             object_key = %String::from_utf8_lossy(&key),
             peer = %conn.peer,
         );
@@ -567,7 +569,7 @@ impl OrbInner {
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "a panic".into());
-            tracing::error!(operation = %h.operation, panic = %what, "servant panicked");
+            tracing::error!(operation = ctx.operation(), panic = %what, "servant panicked");
             ReplyBody::System(
                 SystemException::new(
                     SystemExceptionKind::UNKNOWN,
@@ -604,7 +606,7 @@ impl OrbInner {
     }
 
     fn dispatch(&self, request: &Request, key: &Bytes, ctx: &Context) -> ReplyBody {
-        let op = request.header.operation.as_str();
+        let op = ctx.operation();
         let Some(servant) = self.adapter.get(key) else {
             return ReplyBody::System(SystemException::object_not_exist(format!(
                 "no object with key `{}`",

@@ -259,7 +259,7 @@ pub(crate) type EndpointSlot = Arc<Mutex<Option<Arc<Connection>>>>;
 /// Endpoint → slot, looked up on every call without allocating a key.
 #[derive(Debug, Default)]
 pub(crate) struct EndpointMap {
-    by_port: HashMap<u16, Vec<(String, EndpointSlot)>>,
+    by_port: HashMap<u16, Vec<(String, EndpointSlot)>, foldhash::fast::RandomState>,
 }
 
 impl EndpointMap {
