@@ -87,14 +87,19 @@ impl OrbInner {
     }
 
     /// Counts a dispatch starting on `conn`; pauses reading it at the limit.
+    ///
+    /// SeqCst throughout, here and in `dispatch_finished`: each side writes one variable and
+    /// then reads the other (store-buffering), and with weaker orderings both may read the
+    /// old values (x86 lets a load pass an earlier store), leaving the connection paused
+    /// below the limit with nobody to resume it.
     fn dispatch_started(&self, conn: &Arc<Connection>) {
         let max = self.config.max_dispatches_per_connection;
-        let n = conn.dispatching.fetch_add(1, Ordering::AcqRel) + 1;
+        let n = conn.dispatching.fetch_add(1, Ordering::SeqCst) + 1;
         if n >= max {
-            conn.paused.store(true, Ordering::Release);
+            conn.paused.store(true, Ordering::SeqCst);
             // A dispatch may have finished between the increment and the store.
-            if conn.dispatching.load(Ordering::Acquire) < max
-                && conn.paused.swap(false, Ordering::AcqRel)
+            if conn.dispatching.load(Ordering::SeqCst) < max
+                && conn.paused.swap(false, Ordering::SeqCst)
             {
                 self.reactor.push_ready(conn.clone());
                 self.reactor.wake();
@@ -104,9 +109,9 @@ impl OrbInner {
 
     /// Counts a dispatch ending on `conn`; resumes reading it below the limit.
     fn dispatch_finished(&self, conn: &Arc<Connection>) {
-        let left = conn.dispatching.fetch_sub(1, Ordering::AcqRel) - 1;
+        let left = conn.dispatching.fetch_sub(1, Ordering::SeqCst) - 1;
         if left < self.config.max_dispatches_per_connection
-            && conn.paused.swap(false, Ordering::AcqRel)
+            && conn.paused.swap(false, Ordering::SeqCst)
         {
             self.reactor.push_ready(conn.clone());
             self.reactor.wake();
