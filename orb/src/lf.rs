@@ -56,6 +56,10 @@
 //!   wake-up of the one just made leader, still on its way out.
 //! - A thread that exits while the role is vacant passes it on as a leaving leader would: it
 //!   may be the upcall thread that disarmed the standby, expecting to lead again.
+//! - A thread is registered as the standby only while it is in the standby poll set; it
+//!   deregisters as soon as it is back under the promotion lock. A standby left registered
+//!   while it ran user code could be armed in vain, or made leader while it slept as a bound
+//!   follower in a nested call: a follower of itself, with every other thread asleep too.
 
 use crate::exception::SystemException;
 use crate::giop::Reply;
@@ -294,11 +298,6 @@ impl Lf {
                             st.armed = false;
                             driver.arm_standby(false);
                         }
-                        if st.standby == Some(p.id) {
-                            // Woken by an event while the role was vacant.
-                            st.standby = None;
-                            driver.count_promotion();
-                        }
                         st.leader = Some(p.id);
                         break;
                     }
@@ -310,23 +309,35 @@ impl Lf {
                             driver.run_upcall(u);
                         }
                         st = lock(&self.state);
-                        if st.leader.is_none() || driver.has_parked() {
+                        // The role may have been vacated, or handed to this very thread
+                        // (a promotion of the standby while it was out of its poll set:
+                        // registering as standby now would leave a stale standby that no
+                        // event can wake, and the next leader would arm it in vain).
+                        if st.leader.is_none() || st.leader == Some(p.id) || driver.has_parked() {
                             continue;
                         }
                         // Only one thread at a time waits in the standby poll set: its
                         // wake-up is not addressed to a thread, so a second one could
                         // swallow the wake-up meant for the first (which was made leader
                         // but is still on its way out).
-                        if driver.supports_standby()
-                            && (st.standby.is_none() || st.standby == Some(p.id))
-                            && !st.in_standby
-                        {
+                        if driver.supports_standby() && st.standby.is_none() && !st.in_standby {
                             st.standby = Some(p.id);
                             st.in_standby = true;
                             drop(st);
                             driver.wait_standby();
                             st = lock(&self.state);
                             st.in_standby = false;
+                            // Registered only while in the poll set: a standby that stayed
+                            // registered on its way back to user code could be armed, or
+                            // made leader, while no event can reach it (a nested call it
+                            // makes would then sleep as a follower of itself).
+                            if st.standby == Some(p.id) {
+                                st.standby = None;
+                                if st.leader.is_none() {
+                                    // Woken by an event while the role was vacant.
+                                    driver.count_promotion();
+                                }
+                            }
                             continue;
                         }
                     }
@@ -372,6 +383,10 @@ impl Lf {
     /// the promotion lock is released (notifying under the lock would wake it only to block
     /// on that lock again).
     fn promote_locked<D: Driver>(&self, st: &mut State, driver: &D, lazy: bool) -> Wake {
+        debug_assert!(
+            st.standby.is_none() || st.standby != st.leader,
+            "the leader is registered as the standby"
+        );
         st.leader = None;
         if st.standby.is_some() {
             if lazy && !driver.has_pending_work() && (st.armed || driver.arm_standby(true)) {
@@ -519,6 +534,9 @@ mod tests {
         /// is not addressed (like an eventfd), so two at once could lose one.
         in_standby: AtomicUsize,
         max_in_standby: AtomicUsize,
+        /// Turns led by a participant that was registered as the standby at the time (a
+        /// stale standby: no event could wake it, so arming it would strand events).
+        stale_standby: AtomicUsize,
         /// Upcalls still to hold until `gate` opens (`.1`), and how many are held now.
         gate: (Mutex<(usize, bool)>, Condvar, AtomicUsize),
     }
@@ -536,6 +554,7 @@ mod tests {
                 armed_wakes: AtomicUsize::new(0),
                 in_standby: AtomicUsize::new(0),
                 max_in_standby: AtomicUsize::new(0),
+                stale_standby: AtomicUsize::new(0),
                 gate: (Mutex::new((0, false)), Condvar::new(), AtomicUsize::new(0)),
             })
         }
@@ -560,6 +579,9 @@ mod tests {
         fn lead(&self, p: &Arc<Participant>, deadline: Option<Instant>) -> Lead<()> {
             let n = self.leaders.fetch_add(1, Ordering::SeqCst) + 1;
             self.max_leaders.fetch_max(n, Ordering::SeqCst);
+            if lock(&self.lf.state).standby == Some(p.id) {
+                self.stale_standby.fetch_add(1, Ordering::SeqCst);
+            }
             let ev = {
                 let mut q = lock(&self.queue);
                 if q.is_empty() {
@@ -719,6 +741,11 @@ mod tests {
                 script.max_in_standby.load(Ordering::SeqCst),
                 1,
                 "two threads waited as the standby at once"
+            );
+            assert_eq!(
+                script.stale_standby.load(Ordering::SeqCst),
+                0,
+                "a leader was still registered as the standby"
             );
         }
     }
@@ -912,6 +939,11 @@ mod loom_tests {
                 0,
                 "two leaders"
             );
+            assert_ne!(
+                lock(&self.lf.state).standby,
+                Some(p.id),
+                "the leader is still registered as the standby"
+            );
             let ev = {
                 let mut g = lock(&self.inbox);
                 while g.0.is_empty() && !g.1 {
@@ -922,9 +954,15 @@ mod loom_tests {
             };
             let upcall = std::mem::take(&mut *lock(&self.upcall_pending));
             self.leaders.fetch_sub(1, Ordering::SeqCst);
-            if let Some((Some(w), id)) = ev {
-                self.lf.complete(&w, Ok(Some(reply(id))), Some(p.id), self);
-            }
+            let upcall = match ev {
+                Some((Some(w), id)) => {
+                    self.lf.complete(&w, Ok(Some(reply(id))), Some(p.id), self);
+                    upcall
+                }
+                // An event for nobody is a request: it needs an upcall.
+                Some((None, _)) => true,
+                None => upcall,
+            };
             if upcall {
                 Lead::Upcall(())
             } else {
@@ -1105,6 +1143,40 @@ mod loom_tests {
             // The request (its upcall) first, then the reply for a waiter that is not in
             // the pool (it never leads: only the pool can deliver the reply).
             n.push(None, 0);
+            let p = Participant::bound();
+            n.push(Some(p.clone()), 9);
+            while !p.is_complete() {
+                loom::thread::yield_now();
+            }
+            lf.shutdown(&*n);
+            for t in pool {
+                t.join().unwrap();
+            }
+        });
+    }
+
+    /// Requests arriving while upcalls run: the standby is armed, woken, sometimes too late
+    /// (the upcall thread took the role back), and promoted while out of its poll set. The
+    /// leader is never still registered as the standby (asserted in `lead`), and the reply
+    /// queued behind the requests is delivered.
+    #[test]
+    fn standby_woken_late_is_not_left_registered() {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(2);
+        b.check(|| {
+            let lf = Arc::new(Lf::new());
+            let n = net_with(&lf, true);
+            let pool: Vec<_> = (0..2)
+                .map(|_| {
+                    let (lf, n) = (lf.clone(), n.clone());
+                    loom::thread::spawn(move || {
+                        let p = Participant::unbound();
+                        assert_eq!(lf.run(&p, None, &*n), Exit::Shutdown);
+                    })
+                })
+                .collect();
+            n.push(None, 0);
+            n.push(None, 1);
             let p = Participant::bound();
             n.push(Some(p.clone()), 9);
             while !p.is_complete() {

@@ -76,6 +76,7 @@ impl Node for Arc<NodeServant> {
     fn ping(&self, _ctx: &orb::Context, req: PingRequest) -> Result<PingReply, orb::Exception> {
         let here = format!("{}@{:?}", self.name, std::thread::current().id());
         if req.depth == 0 {
+            std::thread::sleep(std::time::Duration::from_micros(req.sleep_micros.into()));
             return Ok(PingReply {
                 depth_reached: 0,
                 trail: vec![here],
@@ -87,6 +88,7 @@ impl Node for Arc<NodeServant> {
         let mut reply = client.ping(PingRequest {
             depth: req.depth - 1,
             peer: me,
+            sleep_micros: req.sleep_micros,
         })?;
         reply.depth_reached += 1;
         reply.trail.push(here);

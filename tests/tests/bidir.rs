@@ -12,6 +12,7 @@ fn run(bidir: bool) -> (u64, u64, u64, u64) {
         .ping(PingRequest {
             depth: 10,
             peer: Some(a_ref),
+            sleep_micros: 0,
         })
         .unwrap();
     assert_eq!(reply.depth_reached, 10);

@@ -25,6 +25,7 @@ fn depth_200_with_zero_and_one_pool_threads() {
             .ping(PingRequest {
                 depth: 200,
                 peer: Some(a_ref),
+                sleep_micros: 0,
             })
             .expect("nested ping completes");
         assert_eq!(reply.depth_reached, 200);
@@ -62,6 +63,7 @@ fn eight_concurrent_chains_of_depth_50() {
                         .ping(PingRequest {
                             depth: 50,
                             peer: Some(a_ref),
+                            sleep_micros: 0,
                         })
                         .expect("chain completes")
                         .depth_reached
@@ -97,6 +99,7 @@ fn without_nested_upcalls_depth_2_times_out_instead_of_hanging() {
         .ping(PingRequest {
             depth: 2,
             peer: Some(a_ref),
+            sleep_micros: 0,
         })
         .expect_err("classic thread pool deadlocks");
     assert_eq!(err.kind(), Some(orb::SystemExceptionKind::TIMEOUT), "{err}");
