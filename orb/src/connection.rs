@@ -69,11 +69,11 @@ pub(crate) struct ReadState {
     /// appended to `buf`: zeroing a 16 KiB read window per read cost more instructions than
     /// the rest of a small call (callgrind, examples/bench/PROFILE.md).
     staging: Option<Box<[u8]>>,
-    /// A frame too large for the staging buffer, received in place: its buffer (allocated
-    /// zeroed at the frame's full size, which for a large one costs no memset) and how much
-    /// of it is filled. Growing `buf` per read instead zeroed the rest of the frame on every
-    /// read: several times the frame's size for a 1 MiB body.
-    large: Option<(BytesMut, usize)>,
+    /// A frame too large for the staging buffer, received in place: the bytes so far, in a
+    /// `Vec` with the frame's full size as capacity, and that size. std's `read_to_end` fills
+    /// the spare capacity without zeroing it first; growing `buf` with `resize` before each
+    /// read zeroed the rest of the frame (about 1 MiB of `memset` per 1 MiB body, callgrind).
+    large: Option<(Vec<u8>, usize)>,
     codec: GiopCodec,
     frames: VecDeque<Frame>,
     /// The socket may hold unread bytes (we stopped before `WouldBlock`).
@@ -131,10 +131,9 @@ impl ReadState {
 
     /// The stream ended: an error if it ended inside a frame.
     pub(crate) fn handle_eof(&mut self) -> Result<(), FrameError> {
-        if let Some((mut big, filled)) = self.large.take() {
+        if let Some((big, _)) = self.large.take() {
             // Inside a large frame: hand the part received to the codec, which says so.
-            big.truncate(filled);
-            self.buf = big;
+            self.buf = BytesMut::from(&big[..]);
         }
         if let Some(f) = self.codec.decode_eof(&mut self.buf)? {
             self.frames.push_back(f);
@@ -145,7 +144,7 @@ impl ReadState {
     /// Bytes held: undecoded input plus partial fragment chains.
     pub(crate) fn buffered(&self) -> usize {
         self.buf.len()
-            + self.large.as_ref().map_or(0, |(_, filled)| *filled)
+            + self.large.as_ref().map_or(0, |(big, _)| big.len())
             + self.codec.buffered_fragment_bytes()
     }
 
@@ -176,20 +175,25 @@ impl ReadState {
             }
             if self.large.is_none() {
                 if let Some(size) = self.large_frame_size() {
-                    let mut big = BytesMut::zeroed(size);
-                    let have = self.buf.len();
-                    big[..have].copy_from_slice(&self.buf);
+                    let mut big = Vec::with_capacity(size);
+                    big.extend_from_slice(&self.buf);
                     self.buf.clear();
-                    self.large = Some((big, have));
+                    self.large = Some((big, size));
                 }
             }
             let (r, want) = match &mut self.large {
-                Some((big, filled)) => {
-                    let want = big.len() - *filled;
-                    let r = io.read(&mut big[*filled..]);
-                    if let Ok(n) = r {
-                        *filled += n;
-                    }
+                Some((big, size)) => {
+                    let want = *size - big.len();
+                    let before = big.len();
+                    // Reads until the frame is complete, the end of the stream, or
+                    // WouldBlock; what it read stays in `big` either way.
+                    let r = (&mut io).take(want as u64).read_to_end(big);
+                    let n = big.len() - before;
+                    let r = match r {
+                        Err(e) if n > 0 && e.kind() == io::ErrorKind::WouldBlock => Ok(n),
+                        Err(e) => Err(e),
+                        Ok(_) => Ok(n),
+                    };
                     (r, want)
                 }
                 None => {
@@ -211,10 +215,14 @@ impl ReadState {
                 Ok(n) => {
                     total += n;
                     stats.bytes_received.fetch_add(n as u64, Ordering::Relaxed);
-                    if self.large.as_ref().is_some_and(|(b, f)| *f == b.len()) {
+                    if self
+                        .large
+                        .as_ref()
+                        .is_some_and(|(b, size)| b.len() == *size)
+                    {
                         if let Some((big, _)) = self.large.take() {
-                            // `buf` was emptied when the large frame began.
-                            self.buf = big;
+                            // `buf` was emptied when the large frame began. No copy.
+                            self.buf = BytesMut::from(Bytes::from(big));
                         }
                     }
                     if self.large.is_none() {
