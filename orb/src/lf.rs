@@ -7,7 +7,7 @@
 //!
 //! | what | protected by | who may touch it |
 //! |---|---|---|
-//! | `leader`, the follower stack, `shutdown` | the promotion lock (`Lf::state`) | any participant, briefly |
+//! | `leader`, the follower stack, the standby (`standby`, `armed`, `in_standby`), `shutdown` | the promotion lock (`Lf::state`) | any participant, briefly |
 //! | a participant's completion slot | its own mutex; written before the promotion lock is taken to notify | the leader (reply), `close`, the owner |
 //! | the reactor (`mio::Poll`) | the leader role | the leader only |
 //! | reading a socket | the leader role | the leader only |
