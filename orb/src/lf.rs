@@ -1162,7 +1162,9 @@ mod loom_tests {
     #[test]
     fn standby_woken_late_is_not_left_registered() {
         let mut b = loom::model::Builder::new();
-        b.preemption_bound = Some(2);
+        // Bound 3 is what it takes to find the stale registration this guards against
+        // (a standby promoted while out of its poll set); bound 2 misses it.
+        b.preemption_bound = Some(3);
         b.check(|| {
             let lf = Arc::new(Lf::new());
             let n = net_with(&lf, true);
