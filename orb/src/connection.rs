@@ -337,17 +337,6 @@ pub(crate) struct WriteState {
     spare: Vec<Bytes>,
 }
 
-/// What `send` did.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum SendOutcome {
-    /// The frame went to the socket (with whatever else was queued).
-    Written,
-    /// Another thread is writing; it sends this frame with its own.
-    Combined,
-    /// Part or all of it waits in the outgoing queue for a writable event.
-    Queued { newly_interested: bool },
-}
-
 /// One TCP connection carrying GIOP in both directions.
 #[derive(Debug)]
 pub(crate) struct Connection {
@@ -437,14 +426,8 @@ impl Connection {
         !self.closed.swap(true, Ordering::AcqRel)
     }
 
-    /// Writes a whole frame, or queues what the socket does not take now. Frames never
-    /// interleave: a frame goes straight to the socket only when nothing is queued.
-    pub(crate) fn send(
-        &self,
-        frame: Bytes,
-        stats: &Stats,
-        reactor: &Reactor,
-    ) -> io::Result<SendOutcome> {
+    /// Sends a whole frame (see [`send_parts`](Self::send_parts)).
+    pub(crate) fn send(&self, frame: Bytes, stats: &Stats, reactor: &Reactor) -> io::Result<()> {
         self.send_parts([frame, Bytes::new()], stats, reactor)
     }
 
@@ -457,7 +440,7 @@ impl Connection {
         parts: [Bytes; 2],
         stats: &Stats,
         reactor: &Reactor,
-    ) -> io::Result<SendOutcome> {
+    ) -> io::Result<()> {
         let mut w = lock(&self.write);
         if w.closed {
             return Err(io::Error::new(
@@ -469,17 +452,13 @@ impl Connection {
         w.queue.push(head);
         w.queue.push(body);
         self.queued.store(w.queue.len(), Ordering::Release);
-        if w.writing {
-            return Ok(SendOutcome::Combined);
+        // Another thread writing sends this frame with its own; a full socket (writable
+        // interest on) is written by the leader on the writable event.
+        if !w.writing && !w.writable_interest {
+            w.writing = true;
+            self.write_queue(w, stats, reactor)?;
         }
-        if w.writable_interest {
-            // The socket is full: the leader writes on the writable event.
-            return Ok(SendOutcome::Queued {
-                newly_interested: false,
-            });
-        }
-        w.writing = true;
-        self.write_queue(w, stats, reactor)
+        Ok(())
     }
 
     /// Writes queued frames (on a writable event). Returns true when the queue is empty and
@@ -491,21 +470,23 @@ impl Connection {
             return Ok(false);
         }
         w.writing = true;
-        Ok(self.write_queue(w, stats, reactor)? == SendOutcome::Written)
+        self.write_queue(w, stats, reactor)
     }
 
     /// The writing thread's loop: takes batches off the front of the queue and writes them
-    /// without the lock, until the queue is empty, the socket is full, or `MAX_ROUNDS`.
-    /// Clears `writing` before returning.
+    /// without the lock, until the queue is empty, the socket is full, or `MAX_ROUNDS`; what
+    /// is left waits for a writable event. Clears `writing` before returning. Returns true
+    /// when the queue is empty.
     fn write_queue<'a>(
         &'a self,
         mut w: MutexGuard<'a, WriteState>,
         stats: &Stats,
         reactor: &Reactor,
-    ) -> io::Result<SendOutcome> {
+    ) -> io::Result<bool> {
         let mut batch = std::mem::take(&mut w.spare);
-        let mut full = false;
-        for _ in 0..MAX_ROUNDS {
+        let mut rounds = 0;
+        // None: nothing left to write; Some(full): leave the rest, the socket full or not.
+        let end = loop {
             w.queue.take_front(&mut batch, MAX_IOV);
             let total: usize = batch.iter().map(Bytes::len).sum();
             drop(w);
@@ -513,59 +494,54 @@ impl Connection {
             w = lock(&self.write);
             let written = match r {
                 Ok(k) => k,
-                Err(e) => {
-                    batch.clear();
-                    w.spare = batch;
-                    w.writing = false;
-                    return Err(e);
-                }
+                Err(e) => break Err(e),
             };
             stats
                 .bytes_sent
                 .fetch_add(written as u64, Ordering::Relaxed);
             if w.closed {
-                // Closed meanwhile (the queue was cleared): nothing more to write.
-                batch.clear();
-                w.spare = batch;
-                w.writing = false;
-                return Ok(SendOutcome::Written);
+                break Ok(None); // the queue was cleared
             }
             w.queue.written(&mut batch, written);
             self.queued.store(w.queue.len(), Ordering::Release);
+            rounds += 1;
             if w.queue.is_empty() {
-                w.spare = batch;
-                w.writing = false;
-                if w.writable_interest {
+                break Ok(None);
+            }
+            if written < total || rounds == MAX_ROUNDS {
+                break Ok(Some(written < total));
+            }
+        };
+        batch.clear();
+        w.spare = batch;
+        w.writing = false;
+        match end? {
+            None => {
+                if w.writable_interest && !w.closed {
                     reactor.reregister(&self.stream, self.token, Interest::READABLE)?;
                     w.writable_interest = false;
                 }
-                return Ok(SendOutcome::Written);
+                Ok(true)
             }
-            if written < total {
-                full = true;
-                break;
+            Some(full) => {
+                // Under the write lock, so a concurrent flush cannot drop the interest we
+                // add. A full socket raises a writable event when it drains; one that is not
+                // full raises one when (re-)registered, even if the interest was on.
+                if !w.writable_interest || !full {
+                    reactor.reregister(
+                        &self.stream,
+                        self.token,
+                        Interest::READABLE | Interest::WRITABLE,
+                    )?;
+                    w.writable_interest = true;
+                }
+                Ok(false)
             }
         }
-        // Leave the rest to a writable event. A full socket raises one when it drains; one
-        // that is not full raises one when (re-)registered, even if the interest was on.
-        w.spare = batch;
-        w.writing = false;
-        let newly_interested = !w.writable_interest;
-        if newly_interested || !full {
-            // Under the write lock, so a concurrent flush cannot drop the interest we add.
-            reactor.reregister(
-                &self.stream,
-                self.token,
-                Interest::READABLE | Interest::WRITABLE,
-            )?;
-            w.writable_interest = true;
-        }
-        Ok(SendOutcome::Queued { newly_interested })
     }
 
-    /// Bytes waiting in the outgoing queue. Read without the write lock (which a sender holds
-    /// across its syscall): every send checks this, and taking the lock for it was the
-    /// hottest futex under 32 concurrent callers.
+    /// Bytes waiting in the outgoing queue, read without the write lock: every send checks
+    /// this, and taking the lock for it was the hottest futex under 32 concurrent callers.
     pub(crate) fn queued_bytes(&self) -> usize {
         self.queued.load(Ordering::Acquire)
     }
