@@ -70,7 +70,7 @@ pub(crate) struct ReadState {
     /// the rest of a small call (callgrind, examples/bench/PROFILE.md).
     staging: Option<Box<[u8]>>,
     /// A frame too large for the staging buffer, received in place: the bytes so far, in a
-    /// `Vec` with the frame's full size as capacity, and that size. std's `read_to_end` fills
+    /// `Vec` reserved for the frame (up to `LARGE_UPFRONT` ahead), and the frame's size. std's `read_to_end` fills
     /// the spare capacity without zeroing it first; growing `buf` with `resize` before each
     /// read zeroed the rest of the frame (about 1 MiB of `memset` per 1 MiB body, callgrind).
     large: Option<(Vec<u8>, usize)>,
@@ -85,6 +85,9 @@ pub(crate) struct ReadState {
 
 /// Size of the staging buffer for small reads (and of a read when no large frame is pending).
 const STAGING: usize = 16 * 1024;
+/// Most memory reserved for a large frame before its bytes arrive: a peer's header alone
+/// must not make us reserve `max_message_size`, on every connection.
+const LARGE_UPFRONT: usize = 4 << 20;
 
 /// Frames decoded ahead of processing, per connection, before we stop reading the socket.
 const MAX_QUEUED_FRAMES: usize = 16;
@@ -175,7 +178,9 @@ impl ReadState {
             }
             if self.large.is_none() {
                 if let Some(size) = self.large_frame_size() {
-                    let mut big = Vec::with_capacity(size);
+                    // Capacity for what a header claims only up to a bound: the rest is
+                    // reserved as bytes arrive (read_to_end grows it, fallibly).
+                    let mut big = Vec::with_capacity(size.min(LARGE_UPFRONT));
                     big.extend_from_slice(&self.buf);
                     self.buf.clear();
                     self.large = Some((big, size));
@@ -675,6 +680,51 @@ mod tests {
             }
             assert_eq!(rs.buffered(), 0);
         }
+    }
+
+    /// A header claiming a frame larger than `LARGE_UPFRONT` reserves no more than that
+    /// before the bytes arrive, and the frame still arrives whole.
+    #[test]
+    fn a_large_header_alone_reserves_a_bounded_buffer() {
+        use crate::giop::{RequestHeader, ServiceContextList, TargetAddress};
+        let body: Vec<u8> = (0..6 << 20).map(|i: usize| (i % 253) as u8).collect();
+        let header = RequestHeader {
+            request_id: 7,
+            response_flags: 3,
+            target: TargetAddress::Key(Bytes::from_static(b"key")),
+            operation: "op".into(),
+            service_context: ServiceContextList::default(),
+        };
+        let mut data = BytesMut::new();
+        crate::giop::write_request(&mut data, Version::V1_2, &header, |w| w.write_octets(&body));
+        let mut rs = ReadState::new(8 << 20);
+        let stats = Stats::default();
+        let mut src = Chunks {
+            data: data.to_vec(),
+            pos: 0,
+            sizes: vec![100, 1 << 20],
+            next: 0,
+            edge: true,
+        };
+        rs.read_from(&mut src, &stats).unwrap();
+        src.edge = true;
+        rs.read_from(&mut src, &stats).unwrap();
+        let reserved = rs.large.as_ref().map(|(b, _)| b.capacity());
+        assert!(
+            reserved.is_some_and(|c| c <= LARGE_UPFRONT && c < body.len()),
+            "reserved {reserved:?} for a frame that has not arrived"
+        );
+        while src.pos < src.data.len() {
+            src.edge = true;
+            rs.read_from(&mut src, &stats).unwrap();
+        }
+        let f = rs.poll_frame().expect("the frame");
+        let Message::Request(r) = f.message else {
+            panic!("not a request")
+        };
+        assert_eq!(r.header.request_id, 7);
+        assert!(r.body.reader().read_octets().unwrap() == &body[..]);
+        assert_eq!(rs.buffered(), 0);
     }
 
     #[test]
