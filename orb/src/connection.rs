@@ -16,6 +16,11 @@
 //! frame to the queue, and the writing thread sends it with its own in one `writev`. Under
 //! many concurrent callers on one connection this turns one syscall (and one TCP segment)
 //! per frame into one per batch, and nobody blocks on a lock held across a syscall.
+//!
+//! The leader also holds the writer role, without writing, while it hands a batch of replies
+//! to their callers ([`hold_writes`](Connection::hold_writes)): each caller it wakes sends its
+//! next request at once, and those requests leave together when the batch is done
+//! ([`release_writes`](Connection::release_writes)) instead of one `writev` each.
 
 use crate::giop::{Frame, FrameError, GiopCodec, Header, HEADER_LEN};
 use crate::lf::Participant;
@@ -478,6 +483,30 @@ impl Connection {
         self.write_queue(w, stats, reactor)
     }
 
+    /// Takes the writer role without writing: frames sent from now on are queued, and go out
+    /// at [`release_writes`](Self::release_writes). For a thread that will not block before
+    /// releasing. False (nothing held) if another thread is writing, the socket is full (its
+    /// writable event flushes) or the connection is closed.
+    pub(crate) fn hold_writes(&self) -> bool {
+        let mut w = lock(&self.write);
+        if w.writing || w.writable_interest || w.closed {
+            return false;
+        }
+        w.writing = true;
+        true
+    }
+
+    /// Gives back the role taken by [`hold_writes`](Self::hold_writes), writing what was queued
+    /// meanwhile. Returns true when the queue is empty.
+    pub(crate) fn release_writes(&self, stats: &Stats, reactor: &Reactor) -> io::Result<bool> {
+        let mut w = lock(&self.write);
+        if w.closed || w.queue.is_empty() {
+            w.writing = false;
+            return Ok(true);
+        }
+        self.write_queue(w, stats, reactor)
+    }
+
     /// The writing thread's loop: takes batches off the front of the queue and writes them
     /// without the lock, until the queue is empty, the socket is full, or `MAX_ROUNDS`; what
     /// is left waits for a writable event. Clears `writing` before returning. Returns true
@@ -906,6 +935,62 @@ mod tests {
         leader.join().unwrap();
         assert_eq!(next, vec![FRAMES; THREADS as usize]);
         assert_eq!(conn.queued_bytes(), 0);
+    }
+
+    /// While the leader holds the writer role, frames other threads send are queued, not
+    /// written; releasing sends them all, in order, with one write.
+    #[test]
+    fn held_writes_go_out_together_on_release() {
+        use std::io::Read;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stream = std::net::TcpStream::connect(addr).unwrap();
+        stream.set_nonblocking(true).unwrap();
+        let (mut peer, _) = listener.accept().unwrap();
+        peer.set_nonblocking(true).unwrap();
+        let reactor = Reactor::new().unwrap();
+        let stats = Stats::default();
+        let conn = Connection::new(0, stream, addr, Origin::Inbound, 1 << 20);
+        assert!(conn.hold_writes());
+        assert!(!conn.hold_writes(), "the role is held once");
+        let senders: Vec<_> = (0..4u8)
+            .map(|i| {
+                let conn = &conn;
+                let (reactor, stats) = (&reactor, &stats);
+                move || conn.send(Bytes::from(vec![i; 10]), stats, reactor).unwrap()
+            })
+            .collect();
+        std::thread::scope(|s| {
+            for f in senders {
+                s.spawn(f);
+            }
+        });
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let mut buf = [0u8; 64];
+        let r = peer.read(&mut buf);
+        assert!(
+            matches!(&r, Err(e) if e.kind() == io::ErrorKind::WouldBlock),
+            "nothing is written while held: {r:?}"
+        );
+        assert_eq!(conn.queued_bytes(), 40);
+        assert!(conn.release_writes(&stats, &reactor).unwrap());
+        assert_eq!(conn.queued_bytes(), 0);
+        peer.set_nonblocking(false).unwrap();
+        let mut got = [0u8; 40];
+        peer.read_exact(&mut got).unwrap();
+        for frame in got.chunks(10) {
+            assert!(frame.iter().all(|&b| b == frame[0]), "frames interleaved");
+        }
+        let mut firsts: Vec<u8> = got.chunks(10).map(|f| f[0]).collect();
+        firsts.sort_unstable();
+        assert_eq!(firsts, vec![0, 1, 2, 3]);
+        assert_eq!(stats.bytes_sent.load(Ordering::Relaxed), 40);
+        // Released: the next sender writes at once.
+        conn.send(Bytes::from_static(b"after"), &stats, &reactor)
+            .unwrap();
+        let mut after = [0u8; 5];
+        peer.read_exact(&mut after).unwrap();
+        assert_eq!(&after, b"after");
     }
 
     #[test]

@@ -162,35 +162,13 @@ impl Driver for OrbInner {
                 return Lead::Upcall(u);
             }
         }
-        let mut polled = false;
-        loop {
-            while let Some(conn) = self.reactor.pop_ready() {
-                let Some(frame) = self.service(&conn) else {
-                    continue;
-                };
-                match self.handle_frame(&conn, frame, p) {
-                    Handled::Done => {
-                        if !p.unbound && p.is_complete() {
-                            return Lead::Idle;
-                        }
-                    }
-                    Handled::Upcall(u) => return Lead::Upcall(u),
-                    Handled::Parked => return Lead::StepDown,
-                }
-            }
-            if polled || self.lf.is_shutdown() {
-                return Lead::Idle;
-            }
-            let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            match self.reactor.poll(timeout, |ev| self.handle_ready(ev)) {
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::error!(error = %e, "poll failed");
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            }
-            polled = true;
-        }
+        // The connection whose writes this leader holds while it hands out replies: each
+        // caller it wakes sends its next request at once, and those go out in one `writev`
+        // when the leader is done with the batch (before it reads, polls or leaves).
+        let mut held = None;
+        let lead = self.lead_holding(p, deadline, &mut held);
+        self.release_writes(&mut held);
+        lead
     }
 
     fn run_upcall(&self, u: Upcall) {
@@ -239,6 +217,61 @@ impl Driver for OrbInner {
 }
 
 impl OrbInner {
+    /// The leader's loop ([`Driver::lead`]); `held` is the connection whose writes it holds.
+    fn lead_holding(
+        &self,
+        p: &Arc<Participant>,
+        deadline: Option<Instant>,
+        held: &mut Option<Arc<Connection>>,
+    ) -> Lead<Upcall> {
+        let mut polled = false;
+        loop {
+            while let Some(conn) = self.reactor.pop_ready() {
+                let Some(frame) = self.service(&conn, held) else {
+                    continue;
+                };
+                let holding = held.as_ref().is_some_and(|h| Arc::ptr_eq(h, &conn));
+                if matches!(frame.message, Message::Reply(_)) && !holding {
+                    self.release_writes(held);
+                    if conn.hold_writes() {
+                        *held = Some(conn.clone());
+                    }
+                }
+                match self.handle_frame(&conn, frame, p) {
+                    Handled::Done => {
+                        if !p.unbound && p.is_complete() {
+                            return Lead::Idle;
+                        }
+                    }
+                    Handled::Upcall(u) => return Lead::Upcall(u),
+                    Handled::Parked => return Lead::StepDown,
+                }
+            }
+            self.release_writes(held);
+            if polled || self.lf.is_shutdown() {
+                return Lead::Idle;
+            }
+            let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            match self.reactor.poll(timeout, |ev| self.handle_ready(ev)) {
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::error!(error = %e, "poll failed");
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            polled = true;
+        }
+    }
+
+    /// Gives back the writer role taken in [`lead_holding`](Self::lead_holding), sending what
+    /// the woken callers queued meanwhile.
+    fn release_writes(&self, held: &mut Option<Arc<Connection>>) {
+        if let Some(c) = held.take() {
+            let r = c.release_writes(&self.stats, &self.reactor);
+            self.after_write(&c, r);
+        }
+    }
+
     fn handle_ready(&self, ev: Ready) {
         match ev.entry {
             Entry::Listener(l) => self.accept_all(&l),
@@ -312,7 +345,14 @@ impl OrbInner {
     }
 
     fn flush(&self, c: &Arc<Connection>) {
-        match c.flush(&self.stats, &self.reactor) {
+        let r = c.flush(&self.stats, &self.reactor);
+        self.after_write(c, r);
+    }
+
+    /// After a write of the outgoing queue: lets senders waiting for it to drain go on, or
+    /// closes the connection on a write error.
+    fn after_write(&self, c: &Arc<Connection>, r: io::Result<bool>) {
+        match r {
             Ok(_) => {
                 if c.queued_bytes() <= self.config.max_queued_bytes {
                     let waiters: Vec<_> = lock(&c.drain_waiters).drain(..).collect();
@@ -326,7 +366,9 @@ impl OrbInner {
     }
 
     /// Gets the next frame of a connection, reading the socket if none is decoded yet.
-    fn service(&self, conn: &Arc<Connection>) -> Option<Frame> {
+    /// Writes held by the leader are released before it reads the socket, so that a hold
+    /// spans one read's worth of frames at most.
+    fn service(&self, conn: &Arc<Connection>, held: &mut Option<Arc<Connection>>) -> Option<Frame> {
         if conn.is_closed() || conn.paused.load(Ordering::Acquire) {
             return None;
         }
@@ -334,6 +376,11 @@ impl OrbInner {
         let mut frame = rs.poll_frame();
         let mut eof = false;
         if frame.is_none() && rs.maybe_readable {
+            if held.is_some() {
+                drop(rs);
+                self.release_writes(held);
+                rs = lock(&conn.read);
+            }
             match rs.read_from(&conn.stream, &self.stats) {
                 Ok(true) => {}
                 Ok(false) => {
