@@ -172,11 +172,16 @@ macro_rules! put_prim {
     ($name:ident, $ty:ty, $size:expr) => {
         #[doc = concat!("Writes a `", stringify!($ty), "`, aligned to its size.")]
         pub fn $name(&mut self, v: $ty) {
-            self.align($size);
-            match self.order {
-                ByteOrder::Big => self.buf.put_slice(&v.to_be_bytes()),
-                ByteOrder::Little => self.buf.put_slice(&v.to_le_bytes()),
-            }
+            // Padding and value in one append: a request's header is mostly such small
+            // writes, and each append costs a capacity check and a `memcpy` call.
+            let pad = ($size - self.position() % $size) % $size;
+            let bytes = match self.order {
+                ByteOrder::Big => v.to_be_bytes(),
+                ByteOrder::Little => v.to_le_bytes(),
+            };
+            let mut out = [0u8; 2 * $size];
+            out[pad..pad + $size].copy_from_slice(&bytes);
+            self.buf.put_slice(&out[..pad + $size]);
         }
     };
 }
@@ -235,7 +240,9 @@ impl<'a> CdrWriter<'a> {
     /// Pads with zeros to a multiple of `n` (1, 2, 4 or 8).
     pub fn align(&mut self, n: usize) {
         let pad = (n - self.position() % n) % n;
-        self.buf.put_bytes(0, pad);
+        if pad > 0 {
+            self.buf.put_bytes(0, pad);
+        }
     }
 
     /// Writes one octet.

@@ -18,6 +18,7 @@ use crate::giop::{
 use crate::ior::ObjectRef;
 use crate::lf::{Driver, Lead, Participant};
 use crate::orb::OrbInner;
+use crate::outbuf;
 use crate::reactor::{Entry, Ready};
 use crate::servant::Context;
 use bytes::{Bytes, BytesMut};
@@ -38,12 +39,16 @@ pub(crate) const MAX_BIDIR_ENDPOINTS: usize = 16;
 /// write) instead of being copied into the frame.
 pub(crate) const SPLIT_BODY_AT: usize = 8 * 1024;
 
-/// Turns a frame head that ends with an octet sequence's length into (head, body) parts: the
-/// GIOP size is patched to cover the body, which follows the head on the wire uncopied.
-pub(crate) fn frame_parts(mut head: BytesMut, body: Bytes) -> [Bytes; 2] {
-    let size = (head.len() - crate::giop::HEADER_LEN + body.len()) as u32;
-    crate::giop::Header::patch_size(&mut head, 0, crate::cdr::ByteOrder::NATIVE, size);
-    [head.freeze(), body]
+/// A frame as (head, body) parts: `write_head` writes the head, ending with the octet
+/// sequence's length, and the GIOP size is patched to cover `body`, which follows the head on
+/// the wire uncopied.
+pub(crate) fn frame_parts(write_head: impl FnOnce(&mut BytesMut), body: Bytes) -> [Bytes; 2] {
+    let head = outbuf::encode(64, |head| {
+        write_head(head);
+        let size = (head.len() - crate::giop::HEADER_LEN + body.len()) as u32;
+        crate::giop::Header::patch_size(head, 0, crate::cdr::ByteOrder::NATIVE, size);
+    });
+    [head, body]
 }
 
 /// A request waiting for (or being run by) an upcall thread.
@@ -725,11 +730,10 @@ impl OrbInner {
         };
         let parts = match &body {
             // A large result goes out from its own buffer (see `frame_parts`).
-            ReplyBody::Octets(b) if b.len() >= SPLIT_BODY_AT => {
-                let mut head = BytesMut::with_capacity(64);
-                write_reply(&mut head, version, &header, |w| w.write_len(b.len()));
-                frame_parts(head, b.clone())
-            }
+            ReplyBody::Octets(b) if b.len() >= SPLIT_BODY_AT => frame_parts(
+                |head| write_reply(head, version, &header, |w| w.write_len(b.len())),
+                b.clone(),
+            ),
             _ => {
                 let cap = 64
                     + match &body {
@@ -737,17 +741,18 @@ impl OrbInner {
                         ReplyBody::User(u) => u.payload.len() + u.repository_id.len(),
                         _ => 64,
                     };
-                let mut buf = BytesMut::with_capacity(cap);
-                write_reply(&mut buf, version, &header, |w| match &body {
-                    ReplyBody::Octets(b) => w.write_octets(b),
-                    ReplyBody::Bool(v) => w.write_bool(*v),
-                    ReplyBody::User(u) => {
-                        w.write_string(&u.repository_id);
-                        w.write_octets(&u.payload);
-                    }
-                    ReplyBody::System(e) => encode_system_exception(e, w),
+                let frame = outbuf::encode(cap, |buf| {
+                    write_reply(buf, version, &header, |w| match &body {
+                        ReplyBody::Octets(b) => w.write_octets(b),
+                        ReplyBody::Bool(v) => w.write_bool(*v),
+                        ReplyBody::User(u) => {
+                            w.write_string(&u.repository_id);
+                            w.write_octets(&u.payload);
+                        }
+                        ReplyBody::System(e) => encode_system_exception(e, w),
+                    })
                 });
-                [buf.freeze(), Bytes::new()]
+                [frame, Bytes::new()]
             }
         };
         let deadline = Instant::now() + self.config.call_timeout;

@@ -15,6 +15,7 @@ use crate::giop::{
 use crate::ior::ObjectRef;
 use crate::lf::{Exit, Participant};
 use crate::orb::{Orb, OrbInner};
+use crate::outbuf;
 use bytes::{Bytes, BytesMut};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::Ordering;
@@ -272,20 +273,22 @@ impl OrbInner {
             .iter()
             .map(|c| c.data.len() + 12)
             .sum();
-        let mut buf = BytesMut::with_capacity(
-            64 + profile.object_key.len() + operation.len() + contexts_len + inline_body,
-        );
+        let hint = 64 + profile.object_key.len() + operation.len() + contexts_len + inline_body;
         let parts = match split_body {
             Some(b) if b.len() >= crate::driver::SPLIT_BODY_AT => {
                 // Large payload: write the head and length here, the octets from their own
                 // buffer (no copy into the frame).
-                write_request(&mut buf, version, &header, |w| w.write_len(b.len()));
-                crate::driver::frame_parts(buf, b.clone())
+                crate::driver::frame_parts(
+                    |buf| write_request(buf, version, &header, |w| w.write_len(b.len())),
+                    b.clone(),
+                )
             }
-            _ => {
-                write_request(&mut buf, version, &header, |w| body(w));
-                [buf.freeze(), Bytes::new()]
-            }
+            _ => [
+                outbuf::encode(hint, |buf| {
+                    write_request(buf, version, &header, |w| body(w))
+                }),
+                Bytes::new(),
+            ],
         };
         let participant = twoway.then(Participant::bound);
         if let Some(p) = &participant {

@@ -64,6 +64,7 @@ mod ior;
 mod lf;
 pub mod naming;
 mod orb;
+mod outbuf;
 mod proxy;
 mod reactor;
 mod servant;

@@ -123,19 +123,23 @@ impl Header {
 
     /// Appends the 12 header bytes to `dst`.
     pub fn encode(&self, dst: &mut BytesMut) {
-        dst.put_slice(b"GIOP");
-        dst.put_u8(self.version.major);
-        dst.put_u8(self.version.minor);
         let mut flags = self.order.flag();
         if self.more_fragments {
             flags |= 2;
         }
-        dst.put_u8(flags);
-        dst.put_u8(self.msg_type.to_u8());
-        match self.order {
-            ByteOrder::Big => dst.put_u32(self.size),
-            ByteOrder::Little => dst.put_u32_le(self.size),
-        }
+        let size = match self.order {
+            ByteOrder::Big => self.size.to_be_bytes(),
+            ByteOrder::Little => self.size.to_le_bytes(),
+        };
+        let mut h = [0u8; HEADER_LEN];
+        h[..4].copy_from_slice(b"GIOP");
+        h[4] = self.version.major;
+        h[5] = self.version.minor;
+        h[6] = flags;
+        h[7] = self.msg_type.to_u8();
+        h[8..].copy_from_slice(&size);
+        // One append, not six (each is a capacity check and a copy).
+        dst.put_slice(&h);
     }
 
     /// Rewrites the size field of a header already written at `dst[at..at + 12]`.

@@ -88,7 +88,7 @@ fn decode_reply_inner(
     let header = if version.minor >= 2 {
         let request_id = r.read_u32().field("request_id")?;
         let status = read_status(version, r)?;
-        let service_context = ServiceContextList::decode(r)?;
+        let service_context = ServiceContextList::decode_in(msg, r)?;
         r.align_if_remaining(8).field("body")?;
         ReplyHeader {
             request_id,
@@ -96,7 +96,7 @@ fn decode_reply_inner(
             service_context,
         }
     } else {
-        let service_context = ServiceContextList::decode(r)?;
+        let service_context = ServiceContextList::decode_in(msg, r)?;
         let request_id = r.read_u32().field("request_id")?;
         let status = read_status(version, r)?;
         ReplyHeader {

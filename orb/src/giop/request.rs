@@ -188,7 +188,7 @@ fn decode_request_inner(
         r.skip(3).field("reserved")?;
         let target = TargetAddress::decode(msg, r).field("target")?;
         let operation = r.read_string().field("operation")?;
-        let service_context = ServiceContextList::decode(r)?;
+        let service_context = ServiceContextList::decode_in(msg, r)?;
         r.align_if_remaining(8).field("body")?;
         RequestHeader {
             request_id,
@@ -198,7 +198,7 @@ fn decode_request_inner(
             service_context,
         }
     } else {
-        let service_context = ServiceContextList::decode(r)?;
+        let service_context = ServiceContextList::decode_in(msg, r)?;
         let request_id = r.read_u32().field("request_id")?;
         let response_expected = r.read_bool().field("response_expected")?;
         if version.minor == 1 {
@@ -250,8 +250,8 @@ pub(crate) fn write_request_in(
     let mut w = CdrWriter::with_origin(dst, order, start);
     if version.minor >= 2 {
         w.write_u32(header.request_id);
-        w.write_octet(header.response_flags);
-        w.write_raw(&[0; 3]);
+        // response_flags and 3 reserved octets.
+        w.write_raw(&[header.response_flags, 0, 0, 0]);
         header.target.encode(&mut w);
         w.write_string(&header.operation);
         header.service_context.encode(&mut w);

@@ -50,18 +50,25 @@ impl ServiceContextList {
     /// each context is copied out (contexts are small, and this keeps the list independent of
     /// the frame buffer).
     pub fn decode(r: &mut CdrReader<'_>) -> Result<Self, DecodeError> {
+        Self::decode_with(r, |r| r.read_octets().map(Bytes::copy_from_slice))
+    }
+
+    /// [`decode`](Self::decode) from a reader over `msg`: each context's data is a slice of
+    /// `msg` (no copy, no allocation).
+    pub(crate) fn decode_in(msg: &Bytes, r: &mut CdrReader<'_>) -> Result<Self, DecodeError> {
+        Self::decode_with(r, |r| super::read_octets_of(msg, r))
+    }
+
+    fn decode_with(
+        r: &mut CdrReader<'_>,
+        mut data: impl FnMut(&mut CdrReader<'_>) -> Result<Bytes, DecodeError>,
+    ) -> Result<Self, DecodeError> {
         let n = r.read_count(MIN_CONTEXT_SIZE).field("service_context")?;
         let mut list = Vec::with_capacity(n);
         for _ in 0..n {
             let id = r.read_u32().field("context_id").field("service_context")?;
-            let data = r
-                .read_octets()
-                .field("context_data")
-                .field("service_context")?;
-            list.push(ServiceContext {
-                id,
-                data: Bytes::copy_from_slice(data),
-            });
+            let data = data(r).field("context_data").field("service_context")?;
+            list.push(ServiceContext { id, data });
         }
         Ok(ServiceContextList(list))
     }
@@ -134,10 +141,15 @@ impl Deadline {
     /// Budgets longer than `u64::MAX` microseconds (about 584,000 years) are sent as that.
     pub fn to_context(&self) -> ServiceContext {
         let micros = u64::try_from(self.0.as_micros()).unwrap_or(u64::MAX);
-        let data = encapsulate(ByteOrder::NATIVE, |w| w.write_u64(micros));
+        // Sent with every two-way call: encoded in the thread's frame buffer (no allocation).
+        let data = crate::outbuf::encode(16, |buf| {
+            let mut w = CdrWriter::new(buf, ByteOrder::NATIVE);
+            w.write_octet(ByteOrder::NATIVE.flag());
+            w.write_u64(micros);
+        });
         ServiceContext {
             id: context_id::DEADLINE,
-            data: data.freeze(),
+            data,
         }
     }
 
