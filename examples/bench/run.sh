@@ -8,7 +8,8 @@
 #   examples/bench/run.sh --pin none # let the scheduler place the processes (see below)
 #
 # Each run, for each workload (lat, tput 32, big), starts a fresh orb server (2 pool threads)
-# and a fresh raw server (a thread per connection) on free ports, runs the client against each,
+# and a fresh raw server (a thread per connection) on free ports, runs the client against each
+# (the orb client ORB has 0 pool threads for lat and big, 2 for tput; see orb-bench's docs),
 # stops the server with SIGTERM and keeps both JSON lines, so the server's context switches per
 # call belong to that workload alone. Then `nest --depth 1000 --threads 1` (two processes).
 # The raw records and the table go to $CARGO_TARGET_DIR/orb-bench/ (default target/).

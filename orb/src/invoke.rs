@@ -294,9 +294,13 @@ impl OrbInner {
         if let Some(p) = &participant {
             // Registered before the request is written: the reply can arrive first.
             lock(&conn.pending).insert(request_id, p.clone());
+            self.lf.caller_will_wait(self);
         }
         if let Err(e) = self.send_frame_until(&conn, parts, deadline) {
             lock(&conn.pending).remove(&request_id);
+            if participant.is_some() {
+                self.lf.did_not_wait(self);
+            }
             return Err(e);
         }
         self.stats.requests_sent.fetch_add(1, Ordering::Relaxed);

@@ -56,6 +56,13 @@
 //!   wake-up of the one just made leader, still on its way out.
 //! - A thread that exits while the role is vacant passes it on as a leaving leader would: it
 //!   may be the upcall thread that disarmed the standby, expecting to lead again.
+//! - A pool thread that, as leader, hands a caller its reply and sees no other caller waiting
+//!   *stands aside*: it leaves the role vacant with the standby armed (itself, if that place
+//!   is free). A caller in a request-reply loop comes straight back and takes the role, so it
+//!   reads its next reply itself rather than sleeping while a pool thread reads it and wakes
+//!   it; a caller about to send disarms the standby first (`caller_will_wait`), so that its
+//!   reply does not wake the standby before the caller gets to lead, and re-arms it if the
+//!   send fails (`did_not_wait`).
 //! - A thread is registered as the standby only while it is in the standby poll set; it
 //!   deregisters as soon as it is back under the promotion lock. A standby left registered
 //!   while it ran user code could be armed in vain, or made leader while it slept as a bound
@@ -197,6 +204,9 @@ struct State {
     /// A thread is inside `Driver::wait_standby` (the standby, or the one just made leader
     /// from it and not yet out).
     in_standby: bool,
+    /// The leader (by id) that last handed a reply to a waiting caller (see
+    /// `Lf::stand_aside`).
+    handed_reply: Option<u64>,
     shutdown: bool,
 }
 
@@ -355,7 +365,11 @@ impl Lf {
                 }
             }
             match driver.lead(p, deadline) {
-                Lead::Idle => {}
+                Lead::Idle => {
+                    if p.unbound {
+                        self.stand_aside(p, driver);
+                    }
+                }
                 Lead::Upcall(u) => {
                     self.step_down(p, driver);
                     driver.run_upcall(u);
@@ -406,6 +420,56 @@ impl Lf {
         }
     }
 
+    /// Called by an unbound leader after its turn. If the turn handed a reply to a caller and
+    /// no other caller waits, the role is given up: a caller in a request-reply loop comes
+    /// back at once, and then waits for its next reply as the leader, reading it itself,
+    /// instead of sleeping while a pool thread reads it and wakes it (a wake-up and two
+    /// context switches per call, measured: `lat` with client pool threads). The role is
+    /// left vacant with the standby armed (this thread, if that place is free), so an event
+    /// that arrives before a caller comes back is served as before.
+    fn stand_aside<D: Driver>(&self, p: &Arc<Participant>, driver: &D) {
+        let mut st = lock(&self.state);
+        let handed = st.handed_reply.take() == Some(p.id);
+        if !handed
+            || st.leader != Some(p.id)
+            || st.shutdown
+            || !driver.supports_standby()
+            || st.followers.iter().any(|f| !f.unbound)
+            || driver.has_pending_work()
+        {
+            return;
+        }
+        if st.standby.is_none() && !st.in_standby {
+            // This thread becomes the armed standby.
+            if !(st.armed || driver.arm_standby(true)) {
+                return;
+            }
+            st.armed = true;
+            st.leader = None;
+            st.standby = Some(p.id);
+            st.in_standby = true;
+            drop(st);
+            driver.wait_standby();
+            let mut st = lock(&self.state);
+            st.in_standby = false;
+            // As in `run`: registered only while in the poll set.
+            if st.standby.take().is_some() && st.leader.is_none() {
+                driver.count_promotion();
+            }
+        } else if st.standby.is_some() {
+            // Another thread is the standby: arm it, and sleep as an idle follower.
+            if !(st.armed || driver.arm_standby(true)) {
+                return;
+            }
+            st.armed = true;
+            st.leader = None;
+            st.followers.push(p.clone());
+            drop(p.cv.wait(st).unwrap_or_else(|e| e.into_inner()));
+        }
+        // Else a thread just made leader from the standby is on its way out of the poll set
+        // (it cannot be armed yet): keep the role.
+    }
+
     /// Gives up leadership (if `p` holds it) before running user code.
     fn step_down<D: Driver>(&self, p: &Participant, driver: &D) {
         let next = {
@@ -432,6 +496,29 @@ impl Lf {
         }
     }
 
+    /// Called by a caller about to send a two-way request and then wait for its reply, for
+    /// the same reason as [`user_code_done`](Self::user_code_done): if the role is vacant it
+    /// will take it, so the reply must not wake the armed standby first (measured: `lat`
+    /// with client pool threads, a quarter of the replies did). If it then does not join
+    /// the pool after all (the send failed), it calls [`did_not_wait`](Self::did_not_wait).
+    pub(crate) fn caller_will_wait<D: Driver>(&self, driver: &D) {
+        self.user_code_done(driver);
+    }
+
+    /// Undoes [`caller_will_wait`](Self::caller_will_wait) for a caller that returns without
+    /// joining the pool: a vacant role is passed on (or the standby armed again), as a
+    /// leaving leader would.
+    pub(crate) fn did_not_wait<D: Driver>(&self, driver: &D) {
+        let next = {
+            let mut st = lock(&self.state);
+            if st.leader.is_some() || st.shutdown {
+                return;
+            }
+            self.promote_locked(&mut st, driver, true)
+        };
+        notify(next, driver);
+    }
+
     /// Hands a completion to a bound participant and wakes it: its condition variable if it
     /// sleeps as a follower, the reactor if it is the leader (unless `by` is that leader).
     pub(crate) fn complete<D: Driver>(
@@ -448,9 +535,12 @@ impl Lf {
             }
             *slot = Some(c);
         }
-        let st = lock(&self.state);
+        let mut st = lock(&self.state);
         let leading = st.leader == Some(q.id);
         let following = !leading && st.followers.iter().any(|f| f.id == q.id);
+        if by.is_some() && by == st.leader && !leading {
+            st.handed_reply = by;
+        }
         drop(st);
         // Woken outside the promotion lock: the waiter re-checks its slot under the lock, and
         // it either already waits (and gets this notification) or has not yet looked.
@@ -750,6 +840,55 @@ mod tests {
         while !f() {
             assert!(Instant::now() < deadline, "timed out waiting: {what}");
             std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// A pool thread that hands a caller its reply, with no other caller waiting, leaves the
+    /// role vacant with the standby armed, so the caller leads its next wait itself. A caller
+    /// that said it would wait (disarming the standby) and then does not, passes the role on:
+    /// the next reply is still delivered by the pool.
+    #[test]
+    fn the_pool_stands_aside_and_a_caller_that_does_not_wait_re_arms() {
+        let lf = Arc::new(Lf::new());
+        let script = Script::new(&lf, true);
+        let pool: Vec<_> = (0..2)
+            .map(|_| {
+                let (lf, s) = (lf.clone(), script.clone());
+                std::thread::spawn(move || {
+                    let p = Participant::unbound();
+                    assert_eq!(lf.run(&p, None, &*s), Exit::Shutdown);
+                })
+            })
+            .collect();
+        until("a leader and a standby", &|| {
+            let st = lock(&lf.state);
+            st.leader.is_some() && st.standby.is_some()
+        });
+        // A reply for a caller that is not in the pool: the pool delivers it.
+        let first = Participant::bound();
+        lock(&script.queue).push_back(Event::Reply(first.clone(), 1));
+        script.notify();
+        until("the first reply", &|| first.is_complete());
+        until("the pool to stand aside", &|| {
+            let st = lock(&lf.state);
+            st.leader.is_none() && st.armed
+        });
+        // A caller about to send disarms; its send fails, so it does not join.
+        lf.caller_will_wait(&*script);
+        assert!(!lock(&lf.state).armed, "disarmed for the caller");
+        lf.did_not_wait(&*script);
+        // Nobody leads now: only an armed (or woken) standby can deliver this.
+        let second = Participant::bound();
+        lock(&script.queue).push_back(Event::Reply(second.clone(), 2));
+        script.notify();
+        until("the second reply", &|| second.is_complete());
+        assert_eq!(
+            second.take().unwrap().unwrap().unwrap().header.request_id,
+            2
+        );
+        lf.shutdown(&*script);
+        for t in pool {
+            t.join().unwrap();
         }
     }
 
@@ -1159,6 +1298,38 @@ mod loom_tests {
     #[test]
     fn standby_woken_late_is_not_left_registered() {
         standby_model(3, 2);
+    }
+
+    /// A caller making calls one after another while two pool threads (one the standby)
+    /// serve: the pool thread that hands it a reply stands aside (the role vacant, a standby
+    /// armed), and the caller's next reply still reaches it, whether it leads by then or not.
+    #[test]
+    fn pool_stands_aside_for_a_returning_caller() {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(2);
+        b.check(|| {
+            let lf = Arc::new(Lf::new());
+            let n = net_with(&lf, true);
+            let pool: Vec<_> = (0..2)
+                .map(|_| {
+                    let (lf, n) = (lf.clone(), n.clone());
+                    loom::thread::spawn(move || {
+                        let p = Participant::unbound();
+                        assert_eq!(lf.run(&p, None, &*n), Exit::Shutdown);
+                    })
+                })
+                .collect();
+            for id in [3, 5] {
+                let p = Participant::bound();
+                n.push(Some(p.clone()), id);
+                assert_eq!(lf.run(&p, None, &*n), Exit::Completed);
+                assert_eq!(p.take().unwrap().unwrap().unwrap().header.request_id, id);
+            }
+            lf.shutdown(&*n);
+            for t in pool {
+                t.join().unwrap();
+            }
+        });
     }
 
     #[test]

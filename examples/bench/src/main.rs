@@ -12,7 +12,8 @@
 //! goes to stderr. A wrong reply exits non-zero. `--port 0` picks a free port; the server says
 //! which in its `listening on 127.0.0.1:PORT` line. `--quick` shrinks the workloads for smoke
 //! runs (not the protocol's numbers). `--client-threads T` gives the client ORB T pool threads
-//! (default 0; for experiments). `examples/bench/run.sh` runs everything side by side.
+//! (default: 0 for `lat` and `big`, one caller at a time; 2, the ORB's default, for `tput`;
+//! see `orb_impl::client_orb`). The client's JSON line says which it used. `examples/bench/run.sh` runs everything side by side.
 //!
 //! The raw baseline has no `nest` (it has no object references to call back): `--impl raw nest`
 //! prints `"ok":false,"error":"not applicable ..."` and exits 0.
@@ -57,7 +58,7 @@ struct Args {
     threads: Option<usize>,
     depth: Option<u32>,
     quick: bool,
-    client_threads: usize,
+    client_threads: Option<usize>,
 }
 
 fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -70,7 +71,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         threads: None,
         depth: None,
         quick: false,
-        client_threads: 0,
+        client_threads: None,
     };
     while let Some(arg) = it.next() {
         let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
@@ -87,7 +88,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--depth" => a.depth = Some(parse(&value("--depth")?, "--depth")?),
             "--quick" => a.quick = true,
             "--client-threads" => {
-                a.client_threads = parse(&value("--client-threads")?, "--client-threads")?;
+                a.client_threads = Some(parse(&value("--client-threads")?, "--client-threads")?);
             }
             "-h" | "--help" => return Err(String::new()),
             s if s.starts_with("--") => return Err(format!("unknown option `{s}`")),
@@ -195,13 +196,16 @@ fn client(a: &Args) -> Result<(), String> {
     let imp = a.imp.name();
     let outcome = match (a.imp, workload.as_str()) {
         (Impl::Orb, "lat" | "big") => {
-            let orb = orb_impl::client_orb(a.client_threads)?;
+            let threads = a.client_threads.unwrap_or(orb_impl::SINGLE_CALLER_THREADS);
+            let orb = orb_impl::client_orb(threads)?;
             let client = orb_impl::echo_client(&orb, port)?;
             let mut conn = orb_impl::OrbConn(&client);
             let r = single(&mut conn, workload, &params, imp);
             orb_impl::report_client_stats(&orb, workload);
             orb.shutdown();
-            r?
+            let mut r = r?;
+            r.line = r.line.int("client_threads", threads as u64);
+            r
         }
         (Impl::Raw, "lat" | "big") => {
             let mut conn = raw::RawConn::connect(port)?;
@@ -217,7 +221,8 @@ fn client(a: &Args) -> Result<(), String> {
             }
             match a.imp {
                 Impl::Orb => {
-                    let orb = orb_impl::client_orb(a.client_threads)?;
+                    let threads = a.client_threads.unwrap_or(orb_impl::MANY_CALLER_THREADS);
+                    let orb = orb_impl::client_orb(threads)?;
                     // ONE stub, hence one connection, shared by all N threads.
                     let client = orb_impl::echo_client(&orb, port)?;
                     let make = |_| Ok(orb_impl::OrbConn(&client));
@@ -225,8 +230,9 @@ fn client(a: &Args) -> Result<(), String> {
                     orb_impl::report_client_stats(&orb, "tput");
                     let opened = orb.stats().connections_opened;
                     orb.shutdown();
-                    let r = r?;
+                    let mut r = r?;
                     assert_eq!(opened, 1, "tput must multiplex one connection");
+                    r.line = r.line.int("client_threads", threads as u64);
                     r
                 }
                 Impl::Raw => {

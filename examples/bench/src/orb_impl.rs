@@ -39,12 +39,21 @@ fn echo_ref(orb: &orb::Orb, port: u16) -> Result<orb::ObjectRef, String> {
         .map_err(|e| e.to_string())
 }
 
-/// The client ORB: no listener, and no pool threads by default. With `threads(0)` the calling
-/// thread leads the event loop while it waits, so it reads its own reply from the socket and
-/// returns: no hand-off from a pool thread, hence no extra context switch and wake-up per
-/// call. With many callers on one connection (`tput`), whichever caller leads reads the replies
-/// and hands each one to its waiter. (`--client-threads` exists to measure the alternative; see
-/// PROFILE.md.)
+/// Client pool threads for one caller at a time (`lat`, `big`): none. With `threads(0)` the
+/// calling thread leads the event loop while it waits, so it reads its own reply from the
+/// socket and returns, with no pool thread involved. With pool threads it does the same (a
+/// pool thread that handed a caller its reply stands aside), but the pool's standby is armed
+/// and disarmed around each call: about 1 us more per call here (PROFILE.md).
+pub const SINGLE_CALLER_THREADS: usize = 0;
+
+/// Client pool threads for many concurrent callers on one connection (`tput`): the ORB's
+/// default, 2. A pool thread then leads while callers wait, reading the replies and handing
+/// each to its caller, instead of the lead passing from caller to caller as each one's own
+/// reply arrives (a wake-up and a context switch per hand-off): 0.90-0.93x raw's calls/s
+/// with 0 threads against 1.0-1.06x with 2, interleaved runs (PROFILE.md).
+pub const MANY_CALLER_THREADS: usize = 2;
+
+/// The client ORB: no listener, `threads` pool threads.
 pub fn client_orb(threads: usize) -> Result<orb::Orb, String> {
     orb::Orb::builder()
         .no_listen()
