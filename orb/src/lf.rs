@@ -770,15 +770,7 @@ mod tests {
         let lf = Arc::new(Lf::new());
         let script = Script::new(&lf, standby);
         // Two pool threads.
-        let pool: Vec<_> = (0..2)
-            .map(|_| {
-                let (lf, s) = (lf.clone(), script.clone());
-                std::thread::spawn(move || {
-                    let p = Participant::unbound();
-                    assert_eq!(lf.run(&p, None, &*s), Exit::Shutdown);
-                })
-            })
-            .collect();
+        let pool = pool_threads(&lf, &script, 2);
         let callers: Vec<_> = (0..8u32)
             .map(|t| {
                 let (lf, s) = (lf.clone(), script.clone());
@@ -834,6 +826,31 @@ mod tests {
         }
     }
 
+    /// `n` pool threads serving `script` until shutdown.
+    fn pool_threads(
+        lf: &Arc<Lf>,
+        script: &Arc<Script>,
+        n: usize,
+    ) -> Vec<std::thread::JoinHandle<()>> {
+        (0..n)
+            .map(|_| {
+                let (lf, s) = (lf.clone(), script.clone());
+                std::thread::spawn(move || {
+                    let p = Participant::unbound();
+                    assert_eq!(lf.run(&p, None, &*s), Exit::Shutdown);
+                })
+            })
+            .collect()
+    }
+
+    /// Waits until an idle pool has settled: one thread leads, one is the standby.
+    fn until_leader_and_standby(lf: &Lf) {
+        until("a leader and a standby", &|| {
+            let st = lock(&lf.state);
+            st.leader.is_some() && st.standby.is_some()
+        });
+    }
+
     /// Polls `f` until it holds (at most 10 s, then fails naming `what`).
     fn until(what: &str, f: &dyn Fn() -> bool) {
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -851,19 +868,8 @@ mod tests {
     fn the_pool_stands_aside_and_a_caller_that_does_not_wait_re_arms() {
         let lf = Arc::new(Lf::new());
         let script = Script::new(&lf, true);
-        let pool: Vec<_> = (0..2)
-            .map(|_| {
-                let (lf, s) = (lf.clone(), script.clone());
-                std::thread::spawn(move || {
-                    let p = Participant::unbound();
-                    assert_eq!(lf.run(&p, None, &*s), Exit::Shutdown);
-                })
-            })
-            .collect();
-        until("a leader and a standby", &|| {
-            let st = lock(&lf.state);
-            st.leader.is_some() && st.standby.is_some()
-        });
+        let pool = pool_threads(&lf, &script, 2);
+        until_leader_and_standby(&lf);
         // A reply for a caller that is not in the pool: the pool delivers it.
         let first = Participant::bound();
         lock(&script.queue).push_back(Event::Reply(first.clone(), 1));
@@ -899,19 +905,8 @@ mod tests {
         let lf = Arc::new(Lf::new());
         let script = Script::new(&lf, true);
         lock(&script.gate.0).0 = 1;
-        let pool: Vec<_> = (0..2)
-            .map(|_| {
-                let (lf, s) = (lf.clone(), script.clone());
-                std::thread::spawn(move || {
-                    let p = Participant::unbound();
-                    assert_eq!(lf.run(&p, None, &*s), Exit::Shutdown);
-                })
-            })
-            .collect();
-        until("a leader and a standby", &|| {
-            let st = lock(&lf.state);
-            st.leader.is_some() && st.standby.is_some()
-        });
+        let pool = pool_threads(&lf, &script, 2);
+        until_leader_and_standby(&lf);
         lock(&script.queue).push_back(Event::Upcall);
         script.notify();
         until("the first upcall to run", &|| {
@@ -1249,6 +1244,19 @@ mod loom_tests {
         });
     }
 
+    /// Two pool threads serving `n` until shutdown.
+    fn loom_pool(lf: &Arc<Lf>, n: &Arc<Net>) -> Vec<loom::thread::JoinHandle<()>> {
+        (0..2)
+            .map(|_| {
+                let (lf, n) = (lf.clone(), n.clone());
+                loom::thread::spawn(move || {
+                    let p = Participant::unbound();
+                    assert_eq!(lf.run(&p, None, &*n), Exit::Shutdown);
+                })
+            })
+            .collect()
+    }
+
     /// Two pool threads with a standby; `requests` requests, then a reply for a waiter
     /// that is not in the pool (it never leads: only the pool can deliver the reply).
     fn standby_model(preemption_bound: usize, requests: u32) {
@@ -1257,15 +1265,7 @@ mod loom_tests {
         b.check(move || {
             let lf = Arc::new(Lf::new());
             let n = net_with(&lf, true);
-            let pool: Vec<_> = (0..2)
-                .map(|_| {
-                    let (lf, n) = (lf.clone(), n.clone());
-                    loom::thread::spawn(move || {
-                        let p = Participant::unbound();
-                        assert_eq!(lf.run(&p, None, &*n), Exit::Shutdown);
-                    })
-                })
-                .collect();
+            let pool = loom_pool(&lf, &n);
             for id in 0..requests {
                 n.push(None, id);
             }
@@ -1310,15 +1310,7 @@ mod loom_tests {
         b.check(|| {
             let lf = Arc::new(Lf::new());
             let n = net_with(&lf, true);
-            let pool: Vec<_> = (0..2)
-                .map(|_| {
-                    let (lf, n) = (lf.clone(), n.clone());
-                    loom::thread::spawn(move || {
-                        let p = Participant::unbound();
-                        assert_eq!(lf.run(&p, None, &*n), Exit::Shutdown);
-                    })
-                })
-                .collect();
+            let pool = loom_pool(&lf, &n);
             for id in [3, 5] {
                 let p = Participant::bound();
                 n.push(Some(p.clone()), id);
