@@ -327,6 +327,13 @@ impl OutQueue {
         batch.clear();
     }
 
+    /// Replaces every queued buffer with `f` of it (the same bytes, perhaps elsewhere).
+    pub(crate) fn map_parts(&mut self, f: impl Fn(Bytes) -> Bytes) {
+        for part in self.parts.iter_mut() {
+            *part = f(std::mem::take(part));
+        }
+    }
+
     /// Drops everything (the connection closed).
     pub(crate) fn clear(&mut self) {
         self.parts.clear();
@@ -458,7 +465,11 @@ impl Connection {
                 "connection closed",
             ));
         }
-        let [head, body] = parts;
+        let [mut head, body] = parts;
+        if w.writable_interest {
+            // Queued behind a full socket: may wait long (see `outbuf::detach`).
+            head = crate::outbuf::detach(head);
+        }
         w.queue.push(head);
         w.queue.push(body);
         self.queued.store(w.queue.len(), Ordering::Release);
@@ -561,6 +572,10 @@ impl Connection {
                 // Under the write lock, so a concurrent flush cannot drop the interest we
                 // add. A full socket raises a writable event when it drains; one that is not
                 // full raises one when (re-)registered, even if the interest was on.
+                if full && !w.writable_interest {
+                    // What is left now waits for the peer (see `outbuf::detach`).
+                    w.queue.map_parts(crate::outbuf::detach);
+                }
                 if !w.writable_interest || !full {
                     reactor.reregister(
                         &self.stream,
@@ -991,6 +1006,61 @@ mod tests {
         let mut after = [0u8; 5];
         peer.read_exact(&mut after).unwrap();
         assert_eq!(&after, b"after");
+    }
+
+    /// Frames left waiting behind a full socket (a peer that does not read) are copied out of
+    /// the per-thread frame buffer, so that each holds only its own bytes.
+    #[test]
+    fn frames_queued_behind_a_full_socket_are_detached() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stream = std::net::TcpStream::connect(addr).unwrap();
+        stream.set_nonblocking(true).unwrap();
+        let (_peer, _) = listener.accept().unwrap(); // never reads
+        let reactor = Reactor::new().unwrap();
+        let stats = Stats::default();
+        let conn = reactor.insert(|token| {
+            let c = Arc::new(Connection::new(
+                token,
+                stream,
+                addr,
+                Origin::Inbound,
+                1 << 20,
+            ));
+            (crate::reactor::Entry::Conn(c.clone()), c)
+        });
+        reactor
+            .register(&conn.stream, conn.token, Interest::READABLE)
+            .unwrap();
+        let mut sent = Vec::new();
+        for i in 0..1_000_000u32 {
+            let frame = crate::outbuf::encode(200, |b| b.extend_from_slice(&[i as u8; 200]));
+            sent.push(frame.clone());
+            conn.send(frame, &stats, &reactor).unwrap();
+            if lock(&conn.write).writable_interest {
+                break;
+            }
+        }
+        assert!(
+            lock(&conn.write).writable_interest,
+            "the socket never filled"
+        );
+        // One more, sent while the socket is known to be full.
+        let last = crate::outbuf::encode(200, |b| b.extend_from_slice(&[7; 200]));
+        sent.push(last.clone());
+        conn.send(last, &stats, &reactor).unwrap();
+        let w = lock(&conn.write);
+        assert!(!w.queue.parts.is_empty());
+        for part in &w.queue.parts {
+            let at = part.as_ptr() as usize;
+            assert!(
+                sent.iter().all(|f| {
+                    let start = f.as_ptr() as usize;
+                    !(start..start + f.len()).contains(&at)
+                }),
+                "a queued frame still points into the frame buffer"
+            );
+        }
     }
 
     #[test]

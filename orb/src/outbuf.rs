@@ -5,8 +5,9 @@
 //! deadline context's encapsulation (dhat, `lat`). Here a thread encodes into one buffer and
 //! splits each frame off as `Bytes` (a reference count, no copy). Frames are written and
 //! dropped soon after, so when the buffer runs out its memory is usually unique again and is
-//! reused in place; a frame still queued keeps only its own chunk alive, and the next frame
-//! goes into a new one.
+//! reused in place; a frame still queued keeps its chunk alive, and the next frame goes into
+//! a new one. A small frame that has to wait behind a full socket is copied out first
+//! ([`detach`]), so that a slow peer's queue does not hold a chunk per frame.
 
 use bytes::{Bytes, BytesMut};
 use std::cell::RefCell;
@@ -38,6 +39,19 @@ pub(crate) fn encode(hint: usize, f: impl FnOnce(&mut BytesMut)) -> Bytes {
     })
 }
 
+/// A frame that is going to wait in an outgoing queue (the socket is full: the peer is slow
+/// or gone): a small one is copied out of its chunk, which it would otherwise keep alive with
+/// every frame around it. Without this a stalled peer's queue of small frames held up to
+/// `CHUNK` bytes per frame, far more than the queue's own byte bound says. Large frames
+/// fill most of their chunk and are returned as they are.
+pub(crate) fn detach(frame: Bytes) -> Bytes {
+    if frame.len() < CHUNK / 2 {
+        Bytes::copy_from_slice(&frame)
+    } else {
+        frame
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,6 +71,16 @@ mod tests {
         assert!(big.iter().all(|&x| x == 7));
         assert_eq!(&c[..], b"third");
         assert_eq!(&nested[..], b"outer+inner");
+    }
+
+    #[test]
+    fn a_detached_small_frame_no_longer_shares_the_chunk() {
+        let small = encode(100, |b| b.extend_from_slice(&[5; 100]));
+        let copy = detach(small.clone());
+        assert_eq!(copy, small);
+        assert_ne!(copy.as_ptr(), small.as_ptr());
+        let big = encode(CHUNK, |b| b.extend_from_slice(&[6; CHUNK]));
+        assert_eq!(detach(big.clone()).as_ptr(), big.as_ptr());
     }
 
     /// Once earlier frames are dropped, the buffer's memory is reused: encoding many frames
