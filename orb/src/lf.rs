@@ -1324,6 +1324,35 @@ mod loom_tests {
         });
     }
 
+    /// A caller disarms the standby before it sends (`caller_will_wait`) and then leads its
+    /// own wait; a second caller disarms and then does not wait (its send failed). The reply
+    /// for a participant outside the pool that follows still reaches it.
+    #[test]
+    fn a_caller_that_disarms_and_leaves_passes_the_role_on() {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(2);
+        b.check(|| {
+            let lf = Arc::new(Lf::new());
+            let n = net_with(&lf, true);
+            let pool = loom_pool(&lf, &n);
+            let p = Participant::bound();
+            lf.caller_will_wait(&*n);
+            n.push(Some(p.clone()), 3);
+            assert_eq!(lf.run(&p, None, &*n), Exit::Completed);
+            lf.caller_will_wait(&*n);
+            lf.did_not_wait(&*n);
+            let q = Participant::bound();
+            n.push(Some(q.clone()), 5);
+            while !q.is_complete() {
+                loom::thread::yield_now();
+            }
+            lf.shutdown(&*n);
+            for t in pool {
+                t.join().unwrap();
+            }
+        });
+    }
+
     #[test]
     fn shutdown_releases_pool_threads() {
         loom::model(|| {
