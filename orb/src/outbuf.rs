@@ -15,28 +15,44 @@ use std::cell::RefCell;
 /// Capacity reserved when the buffer runs out (frames of a small call take 100-200 bytes).
 const CHUNK: usize = 4096;
 
+/// Frames larger than this get a buffer of their own: the thread's buffer would otherwise
+/// keep the largest frame's allocation (a reply carrying a big user exception, up to the
+/// maximum message size) for the rest of the thread's life.
+const SHARED_MAX: usize = 4 * CHUNK;
+
 thread_local! {
     static BUF: RefCell<BytesMut> = RefCell::new(BytesMut::new());
 }
 
 /// Runs `f` on an empty buffer with room for `hint` bytes and returns what it wrote.
 pub(crate) fn encode(hint: usize, f: impl FnOnce(&mut BytesMut)) -> Bytes {
-    BUF.with(|b| match b.try_borrow_mut() {
-        Ok(mut buf) => {
-            debug_assert!(buf.is_empty());
-            if buf.capacity() < hint {
-                buf.reserve(hint.max(CHUNK));
-            }
-            f(&mut buf);
-            buf.split().freeze()
+    if hint > SHARED_MAX {
+        return encode_alone(hint, f);
+    }
+    BUF.with(|b| {
+        // Busy: `f` encodes another frame inside (not done today).
+        let Ok(mut buf) = b.try_borrow_mut() else {
+            return encode_alone(hint, f);
+        };
+        debug_assert!(buf.is_empty());
+        if buf.capacity() < hint {
+            buf.reserve(hint.max(CHUNK));
         }
-        // `f` encodes another frame inside (not done today): a buffer of its own.
-        Err(_) => {
-            let mut buf = BytesMut::with_capacity(hint);
-            f(&mut buf);
-            buf.freeze()
+        f(&mut buf);
+        let frame = buf.split().freeze();
+        if frame.len() > SHARED_MAX {
+            // It outgrew its hint: let its allocation go with it.
+            *buf = BytesMut::new();
         }
+        frame
     })
+}
+
+/// [`encode`] into a buffer of the frame's own.
+fn encode_alone(hint: usize, f: impl FnOnce(&mut BytesMut)) -> Bytes {
+    let mut buf = BytesMut::with_capacity(hint);
+    f(&mut buf);
+    buf.freeze()
 }
 
 /// A frame that is going to wait in an outgoing queue (the socket is full: the peer is slow
@@ -71,6 +87,22 @@ mod tests {
         assert!(big.iter().all(|&x| x == 7));
         assert_eq!(&c[..], b"third");
         assert_eq!(&nested[..], b"outer+inner");
+    }
+
+    /// A large frame does not leave its allocation behind in the thread's buffer.
+    #[test]
+    fn a_large_frame_is_not_retained() {
+        let hinted = encode(SHARED_MAX + 1, |b| {
+            b.extend_from_slice(&[1; SHARED_MAX + 1])
+        });
+        let unhinted = encode(8, |b| b.extend_from_slice(&[2; 4 * SHARED_MAX]));
+        assert_eq!(hinted.len(), SHARED_MAX + 1);
+        assert_eq!(unhinted.len(), 4 * SHARED_MAX);
+        drop((hinted, unhinted));
+        // Had the buffer kept the large allocation, this would reuse it.
+        let small = encode(8, |b| b.extend_from_slice(b"small"));
+        assert_eq!(&small[..], b"small");
+        BUF.with(|b| assert!(b.borrow().capacity() < CHUNK, "the buffer kept a large one"));
     }
 
     #[test]
