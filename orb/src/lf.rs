@@ -7,7 +7,7 @@
 //!
 //! | what | protected by | who may touch it |
 //! |---|---|---|
-//! | `leader`, the follower stack, the standby (`standby`, `armed`, `in_standby`), `shutdown` | the promotion lock (`Lf::state`) | any participant, briefly |
+//! | `leader`, the follower stack, the standby (`standby`, `armed`, `in_standby`), `shutdown` | the promotion lock (`Lf::state`; `armed` is an atomic changed only under it, read without it as a hint) | any participant, briefly |
 //! | a participant's completion slot | its own mutex; written before the promotion lock is taken to notify | the leader (reply), `close`, the owner |
 //! | the reactor (`mio::Poll`) | the leader role | the leader only |
 //! | reading a socket | the leader role | the leader only |
@@ -70,7 +70,7 @@
 
 use crate::exception::SystemException;
 use crate::giop::Reply;
-use crate::sync::{lock, Condvar, Mutex};
+use crate::sync::{lock, AtomicBool, Condvar, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -198,9 +198,6 @@ struct State {
     followers: Vec<Arc<Participant>>,
     /// The idle pool thread waiting in the reactor's standby poll set, if any.
     standby: Option<u64>,
-    /// The standby watches the event loop: the leader role is vacant, and the first event
-    /// wakes the standby to take it.
-    armed: bool,
     /// A thread is inside `Driver::wait_standby` (the standby, or the one just made leader
     /// from it and not yet out).
     in_standby: bool,
@@ -222,14 +219,6 @@ impl State {
     /// Whether an idle pool thread waits: the standby or an unbound follower.
     fn has_idle_unbound(&self) -> bool {
         self.standby.is_some() || self.followers.iter().any(|f| f.unbound)
-    }
-
-    /// Stops the standby's watch on the event loop, if it was on.
-    fn disarm<D: Driver>(&mut self, driver: &D) {
-        if self.armed {
-            self.armed = false;
-            driver.arm_standby(false);
-        }
     }
 
     fn remove_follower(&mut self, id: u64) {
@@ -265,12 +254,18 @@ fn notify<D: Driver>(w: Wake, driver: &D) {
 #[derive(Debug)]
 pub(crate) struct Lf {
     state: Mutex<State>,
+    /// The standby watches the event loop: the leader role is vacant, and the first event
+    /// wakes the standby to take it. Changed only under the promotion lock (`arm`,
+    /// `disarm`); read without it only as a hint, by `user_code_done`, which runs on every
+    /// call and upcall and has nothing to do when nothing is armed.
+    armed: AtomicBool,
 }
 
 impl Lf {
     pub(crate) fn new() -> Self {
         Lf {
             state: Mutex::new(State::default()),
+            armed: AtomicBool::new(false),
         }
     }
 
@@ -314,7 +309,7 @@ impl Lf {
                     }
                     if st.leader.is_none() {
                         // Back before the standby was needed: it sleeps on.
-                        st.disarm(driver);
+                        self.disarm(&mut st, driver);
                         st.leader = Some(p.id);
                         break;
                     }
@@ -402,11 +397,10 @@ impl Lf {
         );
         st.leader = None;
         if st.standby.is_some() {
-            if lazy && !driver.has_pending_work() && (st.armed || driver.arm_standby(true)) {
-                st.armed = true;
+            if lazy && !driver.has_pending_work() && self.arm(st, driver) {
                 return Wake::Nobody;
             }
-            st.disarm(driver);
+            self.disarm(st, driver);
             st.leader = st.standby.take();
             driver.count_promotion();
             return Wake::Standby;
@@ -441,10 +435,9 @@ impl Lf {
         }
         if st.standby.is_none() && !st.in_standby {
             // This thread becomes the armed standby.
-            if !(st.armed || driver.arm_standby(true)) {
+            if !self.arm(&mut st, driver) {
                 return;
             }
-            st.armed = true;
             st.leader = None;
             st.standby = Some(p.id);
             st.in_standby = true;
@@ -458,10 +451,9 @@ impl Lf {
             }
         } else if st.standby.is_some() {
             // Another thread is the standby: arm it, and sleep as an idle follower.
-            if !(st.armed || driver.arm_standby(true)) {
+            if !self.arm(&mut st, driver) {
                 return;
             }
-            st.armed = true;
             st.leader = None;
             st.followers.push(p.clone());
             drop(p.cv.wait(st).unwrap_or_else(|e| e.into_inner()));
@@ -490,9 +482,33 @@ impl Lf {
     /// the standby. A send that has to wait for the peer joins the pool and leads, so nothing
     /// waits on this thread.
     pub(crate) fn user_code_done<D: Driver>(&self, driver: &D) {
+        // Nothing armed (no standby, or a leader in place): no lock. A hint read a moment too
+        // early only costs the standby a spurious wake-up, which it handles.
+        if !self.armed.load(Ordering::Relaxed) {
+            return;
+        }
         let mut st = lock(&self.state);
         if st.leader.is_none() {
-            st.disarm(driver);
+            self.disarm(&mut st, driver);
+        }
+    }
+
+    /// Arms the standby's watch on the event loop (unless already armed); false if that
+    /// failed. Takes the promotion lock's guard to say it runs under it.
+    fn arm<D: Driver>(&self, _st: &mut State, driver: &D) -> bool {
+        if self.armed.load(Ordering::Relaxed) {
+            return true;
+        }
+        let armed = driver.arm_standby(true);
+        self.armed.store(armed, Ordering::Relaxed);
+        armed
+    }
+
+    /// Stops the standby's watch on the event loop, if it was on (under the promotion lock).
+    fn disarm<D: Driver>(&self, _st: &mut State, driver: &D) {
+        if self.armed.load(Ordering::Relaxed) {
+            self.armed.store(false, Ordering::Relaxed);
+            driver.arm_standby(false);
         }
     }
 
@@ -877,11 +893,11 @@ mod tests {
         until("the first reply", &|| first.is_complete());
         until("the pool to stand aside", &|| {
             let st = lock(&lf.state);
-            st.leader.is_none() && st.armed
+            st.leader.is_none() && lf.armed.load(Ordering::Relaxed)
         });
         // A caller about to send disarms; its send fails, so it does not join.
         lf.caller_will_wait(&*script);
-        assert!(!lock(&lf.state).armed, "disarmed for the caller");
+        assert!(!lf.armed.load(Ordering::Relaxed), "disarmed for the caller");
         lf.did_not_wait(&*script);
         // Nobody leads now: only an armed (or woken) standby can deliver this.
         let second = Participant::bound();
@@ -915,7 +931,10 @@ mod tests {
         {
             let st = lock(&lf.state);
             assert!(st.leader.is_none(), "the role is left vacant");
-            assert!(st.armed, "the standby is armed, not woken");
+            assert!(
+                lf.armed.load(Ordering::Relaxed),
+                "the standby is armed, not woken"
+            );
         }
         assert_eq!(script.armed_wakes.load(Ordering::SeqCst), 0);
         lock(&script.queue).push_back(Event::Upcall);

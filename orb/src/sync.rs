@@ -2,10 +2,10 @@
 //! ones (`RUSTFLAGS="--cfg orb_loom" cargo test -p orb --lib loom`), as tokio does.
 
 #[cfg(not(orb_loom))]
-pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
+pub(crate) use std::sync::{atomic::AtomicBool, Condvar, Mutex, MutexGuard};
 
 #[cfg(orb_loom)]
-pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
+pub(crate) use loom::sync::{atomic::AtomicBool, Condvar, Mutex, MutexGuard};
 
 /// Locks, ignoring poisoning (a panicking servant must not take the pool down; nothing behind
 /// these mutexes is left half-updated by a panic).
