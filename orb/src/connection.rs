@@ -851,6 +851,30 @@ mod tests {
         assert_eq!(q.len(), 40 - 15);
     }
 
+    /// A connection registered with `reactor`, over a loopback socket, and its peer's end
+    /// (blocking).
+    fn connected(reactor: &Reactor) -> (Arc<Connection>, std::net::TcpStream) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stream = std::net::TcpStream::connect(addr).unwrap();
+        stream.set_nonblocking(true).unwrap();
+        let (peer, _) = listener.accept().unwrap();
+        let conn = reactor.insert(|token| {
+            let c = Arc::new(Connection::new(
+                token,
+                stream,
+                addr,
+                Origin::Inbound,
+                1 << 20,
+            ));
+            (crate::reactor::Entry::Conn(c.clone()), c)
+        });
+        reactor
+            .register(&conn.stream, conn.token, Interest::READABLE)
+            .unwrap();
+        (conn, peer)
+    }
+
     /// Many threads send frames of mixed sizes at once on one connection whose peer reads
     /// slowly (so the socket fills and writes are combined, queued and flushed on writable
     /// events): the peer gets every frame whole, each sender's frames in its order.
@@ -859,10 +883,10 @@ mod tests {
         use std::io::Read;
         const THREADS: u32 = 8;
         const FRAMES: u32 = 300;
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
+        let reactor = Arc::new(Reactor::new().unwrap());
+        let stats = Arc::new(Stats::default());
+        let (conn, mut s) = connected(&reactor);
         let reader = std::thread::spawn(move || {
-            let (mut s, _) = listener.accept().unwrap();
             // A stranded frame fails the test instead of hanging it.
             s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
                 .unwrap();
@@ -887,23 +911,6 @@ mod tests {
             }
             next
         });
-        let stream = std::net::TcpStream::connect(addr).unwrap();
-        stream.set_nonblocking(true).unwrap();
-        let reactor = Arc::new(Reactor::new().unwrap());
-        let stats = Arc::new(Stats::default());
-        let conn = reactor.insert(|token| {
-            let c = Arc::new(Connection::new(
-                token,
-                stream,
-                addr,
-                Origin::Inbound,
-                1 << 20,
-            ));
-            (crate::reactor::Entry::Conn(c.clone()), c)
-        });
-        reactor
-            .register(&conn.stream, conn.token, Interest::READABLE)
-            .unwrap();
         // The leader's part: flush on writable events.
         let done = Arc::new(AtomicBool::new(false));
         let leader = {
@@ -957,20 +964,15 @@ mod tests {
     #[test]
     fn held_writes_go_out_together_on_release() {
         use std::io::Read;
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let stream = std::net::TcpStream::connect(addr).unwrap();
-        stream.set_nonblocking(true).unwrap();
-        let (mut peer, _) = listener.accept().unwrap();
-        peer.set_nonblocking(true).unwrap();
         let reactor = Reactor::new().unwrap();
         let stats = Stats::default();
-        let conn = Connection::new(0, stream, addr, Origin::Inbound, 1 << 20);
+        let (conn, mut peer) = connected(&reactor);
+        peer.set_nonblocking(true).unwrap();
         assert!(conn.hold_writes());
         assert!(!conn.hold_writes(), "the role is held once");
         let senders: Vec<_> = (0..4u8)
             .map(|i| {
-                let conn = &conn;
+                let conn = &*conn;
                 let (reactor, stats) = (&reactor, &stats);
                 move || conn.send(Bytes::from(vec![i; 10]), stats, reactor).unwrap()
             })
@@ -1012,26 +1014,9 @@ mod tests {
     /// the per-thread frame buffer, so that each holds only its own bytes.
     #[test]
     fn frames_queued_behind_a_full_socket_are_detached() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let stream = std::net::TcpStream::connect(addr).unwrap();
-        stream.set_nonblocking(true).unwrap();
-        let (_peer, _) = listener.accept().unwrap(); // never reads
         let reactor = Reactor::new().unwrap();
         let stats = Stats::default();
-        let conn = reactor.insert(|token| {
-            let c = Arc::new(Connection::new(
-                token,
-                stream,
-                addr,
-                Origin::Inbound,
-                1 << 20,
-            ));
-            (crate::reactor::Entry::Conn(c.clone()), c)
-        });
-        reactor
-            .register(&conn.stream, conn.token, Interest::READABLE)
-            .unwrap();
+        let (conn, _peer) = connected(&reactor); // the peer never reads
         let mut sent = Vec::new();
         for i in 0..1_000_000u32 {
             let frame = crate::outbuf::encode(200, |b| b.extend_from_slice(&[i as u8; 200]));

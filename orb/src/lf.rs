@@ -1263,40 +1263,51 @@ mod loom_tests {
         });
     }
 
-    /// Two pool threads serving `n` until shutdown.
-    fn loom_pool(lf: &Arc<Lf>, n: &Arc<Net>) -> Vec<loom::thread::JoinHandle<()>> {
-        (0..2)
-            .map(|_| {
-                let (lf, n) = (lf.clone(), n.clone());
-                loom::thread::spawn(move || {
-                    let p = Participant::unbound();
-                    assert_eq!(lf.run(&p, None, &*n), Exit::Shutdown);
-                })
-            })
-            .collect()
-    }
-
-    /// Two pool threads with a standby; `requests` requests, then a reply for a waiter
-    /// that is not in the pool (it never leads: only the pool can deliver the reply).
-    fn standby_model(preemption_bound: usize, requests: u32) {
+    /// Checks `body` (the caller's side) against two pool threads with a standby, at the
+    /// given preemption bound; the pool is shut down and joined after `body`.
+    fn pool_model(
+        preemption_bound: usize,
+        body: impl Fn(&Arc<Lf>, &Arc<Net>) + Sync + Send + 'static,
+    ) {
         let mut b = loom::model::Builder::new();
         b.preemption_bound = Some(preemption_bound);
         b.check(move || {
             let lf = Arc::new(Lf::new());
             let n = net_with(&lf, true);
-            let pool = loom_pool(&lf, &n);
+            let pool: Vec<_> = (0..2)
+                .map(|_| {
+                    let (lf, n) = (lf.clone(), n.clone());
+                    loom::thread::spawn(move || {
+                        let p = Participant::unbound();
+                        assert_eq!(lf.run(&p, None, &*n), Exit::Shutdown);
+                    })
+                })
+                .collect();
+            body(&lf, &n);
+            lf.shutdown(&*n);
+            for t in pool {
+                t.join().unwrap();
+            }
+        });
+    }
+
+    /// Waits (in the model) until `p` has its completion.
+    fn until_complete(p: &Participant) {
+        while !p.is_complete() {
+            loom::thread::yield_now();
+        }
+    }
+
+    /// Two pool threads with a standby; `requests` requests, then a reply for a waiter
+    /// that is not in the pool (it never leads: only the pool can deliver the reply).
+    fn standby_model(preemption_bound: usize, requests: u32) {
+        pool_model(preemption_bound, move |_, n| {
             for id in 0..requests {
                 n.push(None, id);
             }
             let p = Participant::bound();
             n.push(Some(p.clone()), 9);
-            while !p.is_complete() {
-                loom::thread::yield_now();
-            }
-            lf.shutdown(&*n);
-            for t in pool {
-                t.join().unwrap();
-            }
+            until_complete(&p);
         });
     }
 
@@ -1324,21 +1335,12 @@ mod loom_tests {
     /// armed), and the caller's next reply still reaches it, whether it leads by then or not.
     #[test]
     fn pool_stands_aside_for_a_returning_caller() {
-        let mut b = loom::model::Builder::new();
-        b.preemption_bound = Some(2);
-        b.check(|| {
-            let lf = Arc::new(Lf::new());
-            let n = net_with(&lf, true);
-            let pool = loom_pool(&lf, &n);
+        pool_model(2, |lf, n| {
             for id in [3, 5] {
                 let p = Participant::bound();
                 n.push(Some(p.clone()), id);
-                assert_eq!(lf.run(&p, None, &*n), Exit::Completed);
+                assert_eq!(lf.run(&p, None, &**n), Exit::Completed);
                 assert_eq!(p.take().unwrap().unwrap().unwrap().header.request_id, id);
-            }
-            lf.shutdown(&*n);
-            for t in pool {
-                t.join().unwrap();
             }
         });
     }
@@ -1348,27 +1350,16 @@ mod loom_tests {
     /// for a participant outside the pool that follows still reaches it.
     #[test]
     fn a_caller_that_disarms_and_leaves_passes_the_role_on() {
-        let mut b = loom::model::Builder::new();
-        b.preemption_bound = Some(2);
-        b.check(|| {
-            let lf = Arc::new(Lf::new());
-            let n = net_with(&lf, true);
-            let pool = loom_pool(&lf, &n);
+        pool_model(2, |lf, n| {
             let p = Participant::bound();
-            lf.caller_will_wait(&*n);
+            lf.caller_will_wait(&**n);
             n.push(Some(p.clone()), 3);
-            assert_eq!(lf.run(&p, None, &*n), Exit::Completed);
-            lf.caller_will_wait(&*n);
-            lf.did_not_wait(&*n);
+            assert_eq!(lf.run(&p, None, &**n), Exit::Completed);
+            lf.caller_will_wait(&**n);
+            lf.did_not_wait(&**n);
             let q = Participant::bound();
             n.push(Some(q.clone()), 5);
-            while !q.is_complete() {
-                loom::thread::yield_now();
-            }
-            lf.shutdown(&*n);
-            for t in pool {
-                t.join().unwrap();
-            }
+            until_complete(&q);
         });
     }
 
