@@ -57,9 +57,9 @@ pinned() {
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 target="${CARGO_TARGET_DIR:-$root/target}"
 cd "$root"
-echo "building orb-bench (release)..." >&2
-cargo build --release --quiet -p orb-bench
-bin="$target/release/orb-bench"
+echo "building orb-bench (profile perf: release + fat LTO)..." >&2
+cargo build --profile perf --quiet -p orb-bench
+bin="$target/perf/orb-bench"
 
 outdir="$target/orb-bench"
 mkdir -p "$outdir"

@@ -88,6 +88,10 @@ pub(crate) struct ReadState {
     pub(crate) read_closed: bool,
 }
 
+/// Smallest allocation for received bytes that frames are split from (as tokio's `FramedRead`
+/// reserves 8 KiB). A received frame keeps the chunk it lies in alive as long as it (or a
+/// slice of its body) lives.
+const READ_CHUNK: usize = 8 * 1024;
 /// Size of the staging buffer for small reads (and of a read when no large frame is pending).
 const STAGING: usize = 16 * 1024;
 /// Most memory reserved for a large frame before its bytes arrive: a peer's header alone
@@ -212,6 +216,13 @@ impl ReadState {
                         .get_or_insert_with(|| vec![0; STAGING].into_boxed_slice());
                     let r = io.read(&mut st[..]);
                     if let Ok(n) = r {
+                        if self.buf.capacity() - self.buf.len() < n {
+                            // Frames are split off `buf` and share its allocation: reserving
+                            // a chunk makes that one allocation per many small frames, where
+                            // reserving only what arrived cost two per frame (the buffer and,
+                            // on the first split, its shared header; callgrind).
+                            self.buf.reserve(n.max(READ_CHUNK));
+                        }
                         self.buf.extend_from_slice(&st[..n]);
                     }
                     (r, STAGING)
@@ -724,6 +735,41 @@ mod tests {
             }
             assert_eq!(rs.buffered(), 0);
         }
+    }
+
+    /// Small frames arriving one read at a time are split from one chunk (each frame's bytes
+    /// follow the previous one's in memory), not from an allocation per read.
+    #[test]
+    fn small_frames_from_separate_reads_share_a_chunk() {
+        let mut one = BytesMut::new();
+        write_close_connection(&mut one, Version::V1_2);
+        let n = 20;
+        let mut src = Chunks {
+            data: one.repeat(n),
+            pos: 0,
+            sizes: vec![one.len()],
+            next: 0,
+            edge: false,
+        };
+        let mut rs = ReadState::new(1024);
+        let stats = Stats::default();
+        let mut starts = Vec::new();
+        for _ in 0..n {
+            src.edge = true;
+            assert!(rs.read_from(&mut src, &stats).unwrap());
+            // The frame's message bytes are not exposed for CloseConnection: the read
+            // buffer's next free byte is where the following frame will land.
+            starts.push(rs.buf.as_ptr() as usize);
+            assert_eq!(
+                rs.poll_frame().map(|f| f.message),
+                Some(Message::CloseConnection)
+            );
+        }
+        let adjacent = starts
+            .windows(2)
+            .filter(|w| w[1] == w[0] + one.len())
+            .count();
+        assert_eq!(adjacent, n - 1, "each read landed in a new allocation");
     }
 
     /// A header claiming a frame larger than `LARGE_UPFRONT` reserves no more than that

@@ -8,9 +8,10 @@ use crate::driver::inherited_deadline;
 use crate::exception::{
     minor, CompletionStatus, Exception, SystemException, SystemExceptionKind, UserException,
 };
+use crate::giop::request::{write_request_head, RequestHead};
 use crate::giop::{
-    decode_system_exception, write_cancel_request, write_request, BiDirListenPoints, Deadline,
-    Reply, ReplyStatus, RequestHeader, ServiceContextList, TargetAddress, Version,
+    decode_system_exception, write_cancel_request, BiDirListenPoints, Deadline, Reply, ReplyStatus,
+    ServiceContext, TargetAddress, Version,
 };
 use crate::ior::ObjectRef;
 use crate::lf::{Exit, Participant};
@@ -236,9 +237,13 @@ impl OrbInner {
         );
         let _enter = span.enter();
         let remaining = deadline.saturating_duration_since(Instant::now());
-        let mut contexts = ServiceContextList::default();
+        let deadline_context;
+        // Holds contexts only on the one request per connection that announces BiDir.
+        let mut first_contexts = Vec::new();
+        let mut contexts: &[ServiceContext] = &[];
         if twoway && version >= Version::V1_1 {
-            contexts.0.push(Deadline(remaining).to_context());
+            deadline_context = Deadline(remaining).to_context();
+            contexts = std::slice::from_ref(&deadline_context);
         }
         if self.config.bidir
             && version >= Version::V1_2
@@ -253,13 +258,16 @@ impl OrbInner {
                 .iter()
                 .map(|a| (self.host.clone(), a.port()))
                 .collect();
-            contexts.0.push(BiDirListenPoints(points).to_context());
+            first_contexts.extend_from_slice(contexts);
+            first_contexts.push(BiDirListenPoints(points).to_context());
+            contexts = &first_contexts;
         }
-        let header = RequestHeader {
+        let target = TargetAddress::Key(profile.object_key.clone());
+        let header = RequestHead {
             request_id,
             response_flags: if twoway { 0x03 } else { 0x00 },
-            target: TargetAddress::Key(profile.object_key.clone()),
-            operation: operation.to_string(),
+            target: &target,
+            operation,
             service_context: contexts,
         };
         // Sized for the whole frame (header, contexts, inline body): growing it mid-write cost
@@ -267,25 +275,20 @@ impl OrbInner {
         let inline_body = split_body
             .filter(|b| b.len() < crate::driver::SPLIT_BODY_AT)
             .map_or(64, |b| b.len() + 8);
-        let contexts_len: usize = header
-            .service_context
-            .0
-            .iter()
-            .map(|c| c.data.len() + 12)
-            .sum();
+        let contexts_len: usize = contexts.iter().map(|c| c.data.len() + 12).sum();
         let hint = 64 + profile.object_key.len() + operation.len() + contexts_len + inline_body;
         let parts = match split_body {
             Some(b) if b.len() >= crate::driver::SPLIT_BODY_AT => {
                 // Large payload: write the head and length here, the octets from their own
                 // buffer (no copy into the frame).
                 crate::driver::frame_parts(
-                    |buf| write_request(buf, version, &header, |w| w.write_len(b.len())),
+                    |buf| write_request_head(buf, version, &header, |w| w.write_len(b.len())),
                     b.clone(),
                 )
             }
             _ => [
                 outbuf::encode(hint, |buf| {
-                    write_request(buf, version, &header, |w| body(w))
+                    write_request_head(buf, version, &header, |w| body(w))
                 }),
                 Bytes::new(),
             ],

@@ -14,7 +14,7 @@ mod codec;
 mod header;
 mod locate;
 mod reply;
-mod request;
+pub(crate) mod request;
 mod service_context;
 
 pub use codec::{FrameError, GiopCodec, DEFAULT_MAX_MESSAGE_SIZE};

@@ -13,7 +13,7 @@
 //! Padding contents are never checked (omniORB sends garbage there, WIRE-GIOP §1.2).
 
 use super::{begin_message, end_message, read_octets_of, rest_as_body, Body, MsgType};
-use super::{ServiceContextList, Version};
+use super::{ServiceContext, ServiceContextList, Version};
 use crate::cdr::{ByteOrder, CdrReader, CdrWriter, DecodeError, DecodeErrorKind, DecodeResultExt};
 use crate::ior::{IiopProfile, ObjectRef, TaggedProfile, TAG_INTERNET_IOP};
 use bytes::{Bytes, BytesMut};
@@ -151,6 +151,35 @@ impl RequestHeader {
     pub fn response_expected(&self) -> bool {
         self.response_flags & 1 != 0
     }
+
+    /// The header's fields, borrowed, as the writer takes them.
+    pub(crate) fn head(&self) -> RequestHead<'_> {
+        RequestHead {
+            request_id: self.request_id,
+            response_flags: self.response_flags,
+            target: &self.target,
+            operation: &self.operation,
+            service_context: &self.service_context.0,
+        }
+    }
+}
+
+/// The fields of a Request header to send, borrowed: the send path of a call writes them
+/// straight from the caller's operation name and its stack, without building an owned
+/// [`RequestHeader`] first (an operation `String` and a context `Vec` per call).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RequestHead<'a> {
+    pub request_id: u32,
+    pub response_flags: u8,
+    pub target: &'a TargetAddress,
+    pub operation: &'a str,
+    pub service_context: &'a [ServiceContext],
+}
+
+impl RequestHead<'_> {
+    fn response_expected(&self) -> bool {
+        self.response_flags & 1 != 0
+    }
 }
 
 /// A decoded Request: header and body.
@@ -237,6 +266,16 @@ pub fn write_request(
     write_request_in(dst, version, ByteOrder::NATIVE, header, body);
 }
 
+/// [`write_request`] from borrowed fields, in our native byte order.
+pub(crate) fn write_request_head(
+    dst: &mut BytesMut,
+    version: Version,
+    head: &RequestHead<'_>,
+    body: impl FnOnce(&mut CdrWriter<'_>),
+) {
+    write_head_in(dst, version, ByteOrder::NATIVE, head, body);
+}
+
 /// [`write_request`] in a chosen byte order (the codec re-encodes received frames in their
 /// own order so that their body bytes stay valid; tests build big-endian messages).
 pub(crate) fn write_request_in(
@@ -246,6 +285,16 @@ pub(crate) fn write_request_in(
     header: &RequestHeader,
     body: impl FnOnce(&mut CdrWriter<'_>),
 ) {
+    write_head_in(dst, version, order, &header.head(), body);
+}
+
+fn write_head_in(
+    dst: &mut BytesMut,
+    version: Version,
+    order: ByteOrder,
+    header: &RequestHead<'_>,
+    body: impl FnOnce(&mut CdrWriter<'_>),
+) {
     let start = begin_message(dst, version, order, MsgType::Request);
     let mut w = CdrWriter::with_origin(dst, order, start);
     if version.minor >= 2 {
@@ -253,8 +302,8 @@ pub(crate) fn write_request_in(
         // response_flags and 3 reserved octets.
         w.write_raw(&[header.response_flags, 0, 0, 0]);
         header.target.encode(&mut w);
-        w.write_string(&header.operation);
-        header.service_context.encode(&mut w);
+        w.write_string(header.operation);
+        ServiceContextList::encode_slice(header.service_context, &mut w);
         let before_pad = w.buffer_index();
         w.align(8);
         let body_start = w.buffer_index();
@@ -265,14 +314,14 @@ pub(crate) fn write_request_in(
             dst.truncate(before_pad);
         }
     } else {
-        header.service_context.encode(&mut w);
+        ServiceContextList::encode_slice(header.service_context, &mut w);
         w.write_u32(header.request_id);
         w.write_bool(header.response_expected());
         if version.minor == 1 {
             w.write_raw(&[0; 3]);
         }
         w.write_octets(&header.target.key_for_old_versions());
-        w.write_string(&header.operation);
+        w.write_string(header.operation);
         w.write_octets(&[]);
         body(&mut w);
     }

@@ -75,8 +75,13 @@ impl ServiceContextList {
 
     /// Encodes the list.
     pub fn encode(&self, w: &mut CdrWriter<'_>) {
-        w.write_len(self.0.len());
-        for c in &self.0 {
+        Self::encode_slice(&self.0, w);
+    }
+
+    /// Encodes `list` as a `ServiceContextList`.
+    pub(crate) fn encode_slice(list: &[ServiceContext], w: &mut CdrWriter<'_>) {
+        w.write_len(list.len());
+        for c in list {
             w.write_u32(c.id);
             w.write_octets(&c.data);
         }
