@@ -82,7 +82,10 @@ impl Builder {
     /// Generates `bytes` fields under these paths (`"."` for all, `.pkg.Msg.field` for one)
     /// as `bytes::Bytes` instead of `Vec<u8>`, as prost-build's `Config::bytes`. The ORB hands
     /// skeletons and stubs the received frame as `Bytes`, so such fields are then slices of it:
-    /// no copy of a large payload on decode. Your crate then needs the `bytes` dependency.
+    /// no copy of a large payload on decode. The other side of that: a field kept after the
+    /// call keeps the buffer it was received in alive: its frame and, for a small frame, the
+    /// read chunk of 8 KiB or more it shares with its neighbours. Copy small fields you keep
+    /// for long (`Bytes::copy_from_slice`). Your crate then needs the `bytes` dependency.
     #[must_use]
     pub fn bytes<I, S>(mut self, paths: I) -> Self
     where
