@@ -181,7 +181,12 @@ macro_rules! put_prim {
             };
             let mut out = [0u8; 2 * $size];
             out[pad..pad + $size].copy_from_slice(&bytes);
-            self.buf.put_slice(&out[..pad + $size]);
+            // Append the whole fixed-size array, then cut the unused tail: a copy whose
+            // length is a constant compiles to a store or two, where the variable-length
+            // `put_slice(&out[..pad + size])` was a call to `memcpy` (callgrind).
+            let end = self.buf.len() + pad + $size;
+            self.buf.extend_from_slice(&out);
+            self.buf.truncate(end);
         }
     };
 }
