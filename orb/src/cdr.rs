@@ -283,6 +283,20 @@ impl<'a> CdrWriter<'a> {
         self.buf.put_slice(bytes);
     }
 
+    /// Writes the protobuf message `m` as a `sequence<octet>`, encoding it in place (the
+    /// count is patched in afterwards, so it is the number of bytes written).
+    ///
+    /// # Panics
+    /// If the encoding is longer than `u32::MAX` (callers enforce the message size limit first).
+    pub fn write_message<M: prost::Message>(&mut self, m: &M) {
+        self.align(4);
+        let len_at = self.buf.len();
+        self.buf.put_u32(0);
+        m.encode_raw(self.buf);
+        let len = u32::try_from(self.buf.len() - len_at - 4).expect("CDR length over 4 GiB");
+        self.patch_u32_at(len_at, len);
+    }
+
     /// Writes a CDR string: ulong length counting the NUL, the bytes, then NUL.
     pub fn write_string(&mut self, s: &str) {
         self.write_len(s.len() + 1);
@@ -553,6 +567,38 @@ impl<'a> CdrReader<'a> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// A message written in place reads back as the octet sequence `encode_to_vec` makes, at
+    /// any alignment and in both byte orders.
+    #[test]
+    fn message_written_in_place_is_its_octet_sequence() {
+        #[derive(Clone, PartialEq, prost::Message)]
+        struct M {
+            #[prost(bytes = "vec", tag = "1")]
+            data: Vec<u8>,
+            #[prost(uint64, tag = "2")]
+            n: u64,
+        }
+        for size in [0usize, 1, 127, 128, 5000] {
+            let m = M {
+                data: (0..size).map(|i| i as u8).collect(),
+                n: size as u64 * 1_000_003,
+            };
+            let expected = prost::Message::encode_to_vec(&m);
+            for order in [ByteOrder::Little, ByteOrder::Big] {
+                for offset in 0..4 {
+                    let mut b = BytesMut::new();
+                    let mut w = CdrWriter::with_offset(&mut b, order, offset);
+                    w.write_octet(7);
+                    w.write_message(&m);
+                    let mut r = CdrReader::with_offset(&b, order, offset);
+                    assert_eq!(r.read_octet().unwrap(), 7);
+                    assert_eq!(r.read_octets().unwrap(), &expected[..], "{size} {order:?}");
+                    assert_eq!(r.remaining(), 0);
+                }
+            }
+        }
+    }
 
     #[test]
     fn string_layout_counts_nul() {

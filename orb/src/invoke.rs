@@ -34,48 +34,48 @@ impl Orb {
         body: Bytes,
         timeout: Option<Duration>,
     ) -> Result<Bytes, Exception> {
-        let max = self.inner.config.max_message_size;
-        if body.len() > max {
-            return Err(SystemException::marshal(
-                minor::MESSAGE_TOO_LARGE,
-                CompletionStatus::No,
-                format!(
-                    "request of {} bytes exceeds the maximum message size {max}",
-                    body.len()
-                ),
-            )
-            .into());
-        }
+        self.check_request_size(body.len())?;
         let reply = self
             .inner
             .call_octets(target, operation, true, &body, timeout)?
             .ok_or_else(|| SystemException::internal("two-way call without reply"))?;
-        match reply.header.status {
-            ReplyStatus::NoException => reply.body.octets().map_err(|e| {
-                SystemException::marshal(minor::BAD_REPLY, CompletionStatus::Yes, e.to_string())
-                    .into()
-            }),
-            ReplyStatus::UserException => {
-                let mut r = reply.body.reader();
-                let decoded = r.read_string().and_then(|id| {
-                    let range = r.read_octets_range()?;
-                    Ok((id, range))
-                });
-                match decoded {
-                    Ok((id, range)) => Err(Exception::User(UserException::new(
-                        id,
-                        reply.body.bytes.slice(range),
-                    ))),
-                    Err(e) => Err(SystemException::marshal(
-                        minor::BAD_REPLY,
-                        CompletionStatus::Yes,
-                        format!("user exception does not decode: {e}"),
-                    )
-                    .into()),
-                }
-            }
-            _ => Err(reply_to_exception(&reply).into()),
+        octets_reply(reply)
+    }
+
+    /// [`invoke`](Self::invoke) with the request message itself: a small one is encoded
+    /// straight into the request frame (no buffer of its own and no copy, where `encode` then
+    /// `invoke` cost an allocation and a copy per call); a large one into its own buffer,
+    /// which is then sent without a copy.
+    pub(crate) fn invoke_message<M: prost::Message>(
+        &self,
+        target: &ObjectRef,
+        operation: &str,
+        req: &M,
+        timeout: Option<Duration>,
+    ) -> Result<Bytes, Exception> {
+        let len = req.encoded_len();
+        if len >= crate::driver::SPLIT_BODY_AT {
+            return self.invoke(target, operation, Bytes::from(req.encode_to_vec()), timeout);
         }
+        self.check_request_size(len)?;
+        let reply = self
+            .inner
+            .call_message(target, operation, req, len, timeout)?
+            .ok_or_else(|| SystemException::internal("two-way call without reply"))?;
+        octets_reply(reply)
+    }
+
+    /// MARSHAL if a request body of `len` bytes is over the maximum message size.
+    fn check_request_size(&self, len: usize) -> Result<(), SystemException> {
+        let max = self.inner.config.max_message_size;
+        if len > max {
+            return Err(SystemException::marshal(
+                minor::MESSAGE_TOO_LARGE,
+                CompletionStatus::No,
+                format!("request of {len} bytes exceeds the maximum message size {max}"),
+            ));
+        }
+        Ok(())
     }
 
     pub(crate) fn invoke_oneway(
@@ -106,6 +106,36 @@ impl Orb {
             Err(e) if e.kind == SystemExceptionKind::OBJECT_NOT_EXIST => Ok(true),
             other => other,
         }
+    }
+}
+
+/// The result of a two-way call with one octet-sequence result: the octets, the user
+/// exception (id and octets), or the system exception the reply stands for.
+fn octets_reply(reply: Reply) -> Result<Bytes, Exception> {
+    match reply.header.status {
+        ReplyStatus::NoException => reply.body.octets().map_err(|e| {
+            SystemException::marshal(minor::BAD_REPLY, CompletionStatus::Yes, e.to_string()).into()
+        }),
+        ReplyStatus::UserException => {
+            let mut r = reply.body.reader();
+            let decoded = r.read_string().and_then(|id| {
+                let range = r.read_octets_range()?;
+                Ok((id, range))
+            });
+            match decoded {
+                Ok((id, range)) => Err(Exception::User(UserException::new(
+                    id,
+                    reply.body.bytes.slice(range),
+                ))),
+                Err(e) => Err(SystemException::marshal(
+                    minor::BAD_REPLY,
+                    CompletionStatus::Yes,
+                    format!("user exception does not decode: {e}"),
+                )
+                .into()),
+            }
+        }
+        _ => Err(reply_to_exception(&reply).into()),
     }
 }
 
@@ -150,7 +180,7 @@ impl OrbInner {
         body: &dyn Fn(&mut CdrWriter<'_>),
         timeout: Option<Duration>,
     ) -> Result<Option<Reply>, SystemException> {
-        self.call_with(target, operation, twoway, body, None, timeout)
+        self.call_with(target, operation, twoway, body, None, 64, timeout)
     }
 
     /// [`call`](Self::call) whose parameters are one octet sequence (protobuf bytes): large
@@ -164,7 +194,22 @@ impl OrbInner {
         timeout: Option<Duration>,
     ) -> Result<Option<Reply>, SystemException> {
         let body = |w: &mut CdrWriter<'_>| w.write_octets(octets);
-        self.call_with(target, operation, twoway, &body, Some(octets), timeout)
+        self.call_with(target, operation, twoway, &body, Some(octets), 0, timeout)
+    }
+
+    /// [`call`](Self::call) whose parameter is the protobuf message `m` (of encoded length
+    /// `len`, below [`SPLIT_BODY_AT`](crate::driver::SPLIT_BODY_AT)) as an octet sequence,
+    /// encoded straight into the request frame: no buffer of its own, no copy.
+    pub(crate) fn call_message<M: prost::Message>(
+        &self,
+        target: &ObjectRef,
+        operation: &str,
+        m: &M,
+        len: usize,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Reply>, SystemException> {
+        let body = |w: &mut CdrWriter<'_>| w.write_message(m);
+        self.call_with(target, operation, true, &body, None, len + 8, timeout)
     }
 
     fn call_with(
@@ -174,6 +219,7 @@ impl OrbInner {
         twoway: bool,
         body: &dyn Fn(&mut CdrWriter<'_>),
         split_body: Option<&Bytes>,
+        body_hint: usize,
         timeout: Option<Duration>,
     ) -> Result<Option<Reply>, SystemException> {
         self.check_running()?;
@@ -187,7 +233,9 @@ impl OrbInner {
         let mut hops = 0;
         loop {
             let current = forwarded.as_ref().unwrap_or(target);
-            let result = self.call_once(current, operation, twoway, body, split_body, deadline);
+            let result = self.call_once(
+                current, operation, twoway, body, split_body, body_hint, deadline,
+            );
             match result {
                 Ok(Some(reply))
                     if matches!(
@@ -220,6 +268,7 @@ impl OrbInner {
         twoway: bool,
         body: &dyn Fn(&mut CdrWriter<'_>),
         split_body: Option<&Bytes>,
+        body_hint: usize,
         deadline: Instant,
     ) -> Result<Option<Reply>, SystemException> {
         let profile = target.primary().ok_or_else(|| {
@@ -272,9 +321,11 @@ impl OrbInner {
         };
         // Sized for the whole frame (header, contexts, inline body): growing it mid-write cost
         // more than the rest of encoding a small request (callgrind).
-        let inline_body = split_body
-            .filter(|b| b.len() < crate::driver::SPLIT_BODY_AT)
-            .map_or(64, |b| b.len() + 8);
+        let inline_body = match split_body {
+            Some(b) if b.len() < crate::driver::SPLIT_BODY_AT => b.len() + 8,
+            Some(_) => 0,
+            None => body_hint,
+        };
         let contexts_len: usize = contexts.iter().map(|c| c.data.len() + 12).sum();
         let hint = 64 + profile.object_key.len() + operation.len() + contexts_len + inline_body;
         let parts = match split_body {

@@ -46,6 +46,19 @@ impl ObjectProxy {
         self.orb.invoke(&self.target, operation, body, timeout)
     }
 
+    /// [`invoke`](Self::invoke) with the request message itself (what generated stubs call):
+    /// a small message is encoded straight into the request frame, without a buffer of its
+    /// own or a copy.
+    pub fn invoke_message<M: prost::Message>(
+        &self,
+        operation: &str,
+        req: &M,
+        timeout: Option<Duration>,
+    ) -> Result<Bytes, Exception> {
+        self.orb
+            .invoke_message(&self.target, operation, req, timeout)
+    }
+
     /// A oneway call: returns once the request is handed to the connection; no reply comes.
     pub fn invoke_oneway(&self, operation: &str, body: Bytes) -> Result<(), SystemException> {
         self.orb.invoke_oneway(&self.target, operation, body)

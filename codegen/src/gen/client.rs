@@ -133,7 +133,7 @@ fn client_methods(method: &Method, names: &Names) -> TokenStream {
             quote! {
                 let body = self
                     .proxy
-                    .invoke(#op, ::orb::codegen::encode(&req), #timeout)
+                    .invoke_message(#op, &req, #timeout)
                     .map_err(|e| match e {
                         ::orb::codegen::Exception::User(u) => ::orb::codegen::Exception::System(
                             ::orb::codegen::unexpected_user_exception(u),
@@ -147,7 +147,7 @@ fn client_methods(method: &Method, names: &Names) -> TokenStream {
             quote! {
                 let body = self
                     .proxy
-                    .invoke(#op, ::orb::codegen::encode(&req), #timeout)
+                    .invoke_message(#op, &req, #timeout)
                     .map_err(#error::from)?;
                 ::orb::codegen::decode_reply(body).map_err(#error::System)
             }
