@@ -23,6 +23,17 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// What a call sends as its parameters.
+#[derive(Clone, Copy)]
+struct Params<'a> {
+    /// Writes the parameters into the request frame (for a split body: the count only).
+    write: &'a dyn Fn(&mut CdrWriter<'_>),
+    /// One octet sequence; from `SPLIT_BODY_AT` bytes on it is sent from its own buffer.
+    split: Option<&'a Bytes>,
+    /// About how many bytes `write` writes, to size the frame buffer (without `split`).
+    hint: usize,
+}
+
 /// How many LOCATION_FORWARD hops (and CloseConnection retries) one call follows.
 const MAX_HOPS: usize = 8;
 
@@ -180,7 +191,12 @@ impl OrbInner {
         body: &dyn Fn(&mut CdrWriter<'_>),
         timeout: Option<Duration>,
     ) -> Result<Option<Reply>, SystemException> {
-        self.call_with(target, operation, twoway, body, None, 64, timeout)
+        let params = Params {
+            write: body,
+            split: None,
+            hint: 64,
+        };
+        self.call_with(target, operation, twoway, params, timeout)
     }
 
     /// [`call`](Self::call) whose parameters are one octet sequence (protobuf bytes): large
@@ -194,7 +210,12 @@ impl OrbInner {
         timeout: Option<Duration>,
     ) -> Result<Option<Reply>, SystemException> {
         let body = |w: &mut CdrWriter<'_>| w.write_octets(octets);
-        self.call_with(target, operation, twoway, &body, Some(octets), 0, timeout)
+        let params = Params {
+            write: &body,
+            split: Some(octets),
+            hint: 0,
+        };
+        self.call_with(target, operation, twoway, params, timeout)
     }
 
     /// [`call`](Self::call) whose parameter is the protobuf message `m` (of encoded length
@@ -209,7 +230,12 @@ impl OrbInner {
         timeout: Option<Duration>,
     ) -> Result<Option<Reply>, SystemException> {
         let body = |w: &mut CdrWriter<'_>| w.write_message(m);
-        self.call_with(target, operation, true, &body, None, len + 8, timeout)
+        let params = Params {
+            write: &body,
+            split: None,
+            hint: len + 8,
+        };
+        self.call_with(target, operation, true, params, timeout)
     }
 
     fn call_with(
@@ -217,9 +243,7 @@ impl OrbInner {
         target: &ObjectRef,
         operation: &str,
         twoway: bool,
-        body: &dyn Fn(&mut CdrWriter<'_>),
-        split_body: Option<&Bytes>,
-        body_hint: usize,
+        params: Params<'_>,
         timeout: Option<Duration>,
     ) -> Result<Option<Reply>, SystemException> {
         self.check_running()?;
@@ -233,9 +257,7 @@ impl OrbInner {
         let mut hops = 0;
         loop {
             let current = forwarded.as_ref().unwrap_or(target);
-            let result = self.call_once(
-                current, operation, twoway, body, split_body, body_hint, deadline,
-            );
+            let result = self.call_once(current, operation, twoway, params, deadline);
             match result {
                 Ok(Some(reply))
                     if matches!(
@@ -266,9 +288,7 @@ impl OrbInner {
         target: &ObjectRef,
         operation: &str,
         twoway: bool,
-        body: &dyn Fn(&mut CdrWriter<'_>),
-        split_body: Option<&Bytes>,
-        body_hint: usize,
+        params: Params<'_>,
         deadline: Instant,
     ) -> Result<Option<Reply>, SystemException> {
         let profile = target.primary().ok_or_else(|| {
@@ -321,14 +341,14 @@ impl OrbInner {
         };
         // Sized for the whole frame (header, contexts, inline body): growing it mid-write cost
         // more than the rest of encoding a small request (callgrind).
-        let inline_body = match split_body {
+        let inline_body = match params.split {
             Some(b) if b.len() < crate::driver::SPLIT_BODY_AT => b.len() + 8,
             Some(_) => 0,
-            None => body_hint,
+            None => params.hint,
         };
         let contexts_len: usize = contexts.iter().map(|c| c.data.len() + 12).sum();
         let hint = 64 + profile.object_key.len() + operation.len() + contexts_len + inline_body;
-        let parts = match split_body {
+        let parts = match params.split {
             Some(b) if b.len() >= crate::driver::SPLIT_BODY_AT => {
                 // Large payload: write the head and length here, the octets from their own
                 // buffer (no copy into the frame).
@@ -339,7 +359,7 @@ impl OrbInner {
             }
             _ => [
                 outbuf::encode(hint, |buf| {
-                    write_request_head(buf, version, &header, |w| body(w))
+                    write_request_head(buf, version, &header, |w| (params.write)(w))
                 }),
                 Bytes::new(),
             ],
