@@ -478,7 +478,7 @@ impl OrbInner {
                     .map(|d| Instant::now() + d.0);
                 let key = h.target.object_key().unwrap_or_default();
                 let request_id = h.request_id;
-                let ctx = Context::new(
+                let ctx = Context::for_upcall(
                     // Moved, not copied: the upcall reads it from the context.
                     std::mem::take(&mut request.header.operation),
                     key.clone(),
@@ -651,6 +651,7 @@ impl OrbInner {
             }
         }
         drop(_enter);
+        ctx.recycle();
         self.dispatch_finished(&conn);
         // Only `shutdown` waits for this (and re-checks every 50 ms): no wake-up per call.
         if self.upcalls_running.fetch_sub(1, Ordering::AcqRel) == 1

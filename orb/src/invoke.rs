@@ -405,7 +405,9 @@ impl OrbInner {
         while !p.is_complete() {
             std::thread::yield_now();
         }
-        match p.take() {
+        let completion = p.take();
+        Participant::recycle(p);
+        match completion {
             Some(Ok(Some(reply))) => Ok(Some(reply)),
             Some(Ok(None)) => Err(SystemException::internal("completed without a reply")),
             Some(Err(e)) => Err(e),

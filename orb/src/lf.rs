@@ -81,6 +81,12 @@ pub(crate) type Completion = Result<Option<Reply>, SystemException>;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+#[cfg(not(orb_loom))]
+thread_local! {
+    /// This thread's bound participant from its last call, for its next one.
+    static SPARE: std::cell::Cell<Option<Arc<Participant>>> = const { std::cell::Cell::new(None) };
+}
+
 /// One thread's presence in the pool (for one wait).
 #[derive(Debug)]
 pub(crate) struct Participant {
@@ -92,9 +98,33 @@ pub(crate) struct Participant {
 }
 
 impl Participant {
-    /// A participant waiting for a reply.
+    /// A participant waiting for a reply: this thread's spare one (see
+    /// [`recycle`](Self::recycle)) with a fresh id, or a new one.
     pub(crate) fn bound() -> Arc<Self> {
+        #[cfg(not(orb_loom))]
+        if let Some(mut p) = SPARE.take() {
+            if let Some(q) = Arc::get_mut(&mut p) {
+                q.id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+                *q.slot.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
+                return p;
+            }
+        }
         Arc::new(Self::new(false))
+    }
+
+    /// Keeps a bound participant whose wait is over as this thread's spare, if nothing else
+    /// holds it any more (the pending map, the pool's lists and the thread that completed it
+    /// have all let go): a caller then allocates no participant per call.
+    pub(crate) fn recycle(p: Arc<Self>) {
+        #[cfg(not(orb_loom))]
+        {
+            let mut p = p;
+            if !p.unbound && Arc::get_mut(&mut p).is_some() {
+                SPARE.set(Some(p));
+            }
+        }
+        #[cfg(orb_loom)]
+        drop(p);
     }
 
     /// A pool thread.
@@ -605,6 +635,37 @@ mod tests {
     use std::collections::VecDeque;
     use std::sync::atomic::AtomicUsize;
     use std::time::Duration;
+
+    /// A caller's participant is reused for its next call, with a fresh id and an empty slot,
+    /// but only once nothing else holds it.
+    #[test]
+    fn a_participant_is_reused_only_when_nobody_else_holds_it() {
+        let p = Participant::bound();
+        *lock(&p.slot) = Some(Ok(None));
+        let (addr, id) = (Arc::as_ptr(&p), p.id);
+        Participant::recycle(p);
+        let q = Participant::bound();
+        assert_eq!(Arc::as_ptr(&q), addr, "the spare was not reused");
+        assert_ne!(q.id, id, "a reused participant keeps its old id");
+        assert!(
+            !q.is_complete(),
+            "a reused participant keeps its old completion"
+        );
+        let held = q.clone();
+        Participant::recycle(q);
+        let r = Participant::bound();
+        assert_ne!(
+            Arc::as_ptr(&r),
+            Arc::as_ptr(&held),
+            "reused while still held"
+        );
+        assert!(
+            std::thread::spawn(|| Participant::bound().id)
+                .join()
+                .unwrap()
+                != r.id
+        );
+    }
 
     fn reply(id: u32) -> Reply {
         Reply {

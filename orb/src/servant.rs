@@ -37,6 +37,11 @@ pub struct Context {
     inner: Arc<ContextInner>,
 }
 
+thread_local! {
+    /// This thread's context from its last upcall, for its next one.
+    static SPARE: std::cell::Cell<Option<Arc<ContextInner>>> = const { std::cell::Cell::new(None) };
+}
+
 #[derive(Debug)]
 struct ContextInner {
     operation: String,
@@ -66,6 +71,43 @@ impl Context {
                 deadline,
                 cancelled: AtomicBool::new(false),
             }),
+        }
+    }
+
+    /// [`new`](Self::new) for the ORB's upcalls: reuses this thread's spare context (see
+    /// [`recycle`](Self::recycle)) instead of allocating one per request.
+    pub(crate) fn for_upcall(
+        operation: String,
+        object_key: Bytes,
+        request_id: u32,
+        peer: Option<SocketAddr>,
+        deadline: Option<Instant>,
+    ) -> Self {
+        let fresh = ContextInner {
+            operation,
+            object_key,
+            request_id,
+            peer,
+            deadline,
+            cancelled: AtomicBool::new(false),
+        };
+        if let Some(mut inner) = SPARE.take() {
+            if let Some(i) = Arc::get_mut(&mut inner) {
+                *i = fresh;
+                return Context { inner };
+            }
+        }
+        Context {
+            inner: Arc::new(fresh),
+        }
+    }
+
+    /// Keeps this context as the thread's spare once its upcall is over, if nothing else
+    /// holds it (a servant may keep a clone; then it is simply dropped).
+    pub(crate) fn recycle(self) {
+        let mut inner = self.inner;
+        if Arc::get_mut(&mut inner).is_some() {
+            SPARE.set(Some(inner));
         }
     }
 
@@ -109,5 +151,35 @@ impl Context {
     /// Marks the request cancelled.
     pub fn cancel(&self) {
         self.inner.cancelled.store(true, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ORB reuses a context after its upcall, but never one a servant still holds: the
+    /// clone keeps the values of its own request.
+    #[test]
+    fn a_kept_context_is_not_reused() {
+        let a = Context::for_upcall("first".into(), Bytes::from_static(b"k1"), 1, None, None);
+        let kept = a.clone();
+        a.recycle();
+        let b = Context::for_upcall("second".into(), Bytes::from_static(b"k2"), 2, None, None);
+        b.cancel();
+        assert_eq!(kept.operation(), "first");
+        assert_eq!(kept.request_id(), 1);
+        assert_eq!(&kept.object_key()[..], b"k1");
+        assert!(!kept.is_cancelled());
+        let addr = Arc::as_ptr(&b.inner);
+        b.recycle();
+        let c = Context::for_upcall("third".into(), Bytes::new(), 3, None, None);
+        assert_eq!(
+            Arc::as_ptr(&c.inner),
+            addr,
+            "a context nobody holds was not reused"
+        );
+        assert_eq!((c.operation(), c.request_id()), ("third", 3));
+        assert!(!c.is_cancelled(), "a reused context stays cancelled");
     }
 }
