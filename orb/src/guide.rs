@@ -64,3 +64,19 @@
 //! nested calls cannot outlive its first caller. On timeout the caller gets TIMEOUT, a
 //! CancelRequest goes to the server (the servant sees [`Context::is_cancelled`](crate::Context::is_cancelled)),
 //! and a late reply is dropped and counted.
+//!
+//! # Performance
+//!
+//! - Build services with link-time optimisation (`lto = "fat"`, `codegen-units = 1`, as the
+//!   workspace's `perf` profile does): a call's hot path crosses this crate, `bytes`, `prost`
+//!   and the generated code, and LTO took 11-13% of the instructions off each call.
+//! - A small call allocates little: stubs encode the request message straight into the
+//!   request frame ([`ObjectProxy::invoke_message`](crate::ObjectProxy::invoke_message)),
+//!   replies are encoded into a per-thread buffer, and a calling thread reuses its pool
+//!   entry, as an upcall thread reuses its [`Context`](crate::Context), from one call to the
+//!   next. A servant may keep a clone of its `Context`: a context still held is never reused.
+//! - Received frames are slices of per-connection read chunks (8 KiB or more). With
+//!   `bytes` fields generated as `Bytes`, a field you keep keeps its chunk alive; copy small
+//!   ones you store for long.
+//! - `examples/bench/run.sh` compares the ORB with raw TCP; `examples/bench/PROFILE.md` says
+//!   where the time goes and what each change bought.
