@@ -82,16 +82,25 @@ impl Data {
         side_a: &str,
         side_b: &str,
     ) -> Option<f64> {
-        let v = self
-            .runs()
+        median(self.ratios(a, b, side_a, side_b))
+    }
+
+    /// `a(run) / b(run)` for each run that has both, in run order.
+    fn ratios(
+        &self,
+        a: (&str, &str, &str),
+        b: (&str, &str, &str),
+        side_a: &str,
+        side_b: &str,
+    ) -> Vec<f64> {
+        self.runs()
             .into_iter()
             .filter_map(|run| {
                 let x = self.field(run, a, side_a)?;
                 let y = self.field(run, b, side_b)?;
                 (y != 0.0).then(|| x / y)
             })
-            .collect();
-        median(v)
+            .collect()
     }
 
     fn field(&self, run: u64, (imp, wl, f): (&str, &str, &str), side: &str) -> Option<f64> {
@@ -240,6 +249,31 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
             verdict(orb, limit, limit, true)
         );
     }
+
+    // The spread says how far one run's verdict can be trusted on a noisy machine.
+    let list = |v: Vec<f64>| {
+        v.iter()
+            .map(|x| format!("{x:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!("\nPer-run ratios, in run order:");
+    for (name, wl, f) in [
+        ("lat p50", "lat", "p50_us"),
+        ("lat p99", "lat", "p99_us"),
+        ("tput", "tput", "rps"),
+        ("big", "big", "mb_per_s"),
+    ] {
+        let v = d.ratios(("orb", wl, f), ("raw", wl, f), "client", "client");
+        println!("- {name}: {}", list(v));
+    }
+    let v = d.ratios(
+        ("orb", "nest", "us_per_level"),
+        ("orb", "lat", "p50_us"),
+        "client",
+        "client",
+    );
+    println!("- nest ÷ lat p50: {}", list(v));
 
     println!("\nPer workload (medians): context switches per call and peak RSS of both processes; ORB server Leader/Followers counters per call.\n");
     println!("| workload | impl | server ctx sw/call | server peak RSS (KiB) | client ctx sw/call | client peak RSS (KiB) | server promotions/call | server follower wake-ups/call | p50 (µs) | p99 (µs) |");
