@@ -160,3 +160,44 @@ fn callback_object_passed_in_a_message() {
     });
     assert_eq!(*listener.pings.lock().unwrap(), 2);
 }
+
+/// A request over the client's maximum message size fails before it is sent, with MARSHAL
+/// (COMPLETED_NO), whether the stub encodes it into the frame (small) or into a buffer of its
+/// own (from 8 KiB on); the server never sees it, and the connection still works.
+#[test]
+fn an_oversized_request_is_refused_before_it_is_sent() {
+    let server = Orb::builder().threads(2).build().expect("orb builds");
+    let client = Orb::builder()
+        .threads(2)
+        .max_message_size(1024)
+        .build()
+        .expect("orb builds");
+    let store = Arc::new(StoreImpl::default());
+    let obj = server.activate("store", StoreSkeleton::new(store.clone()));
+    let ior = server.object_to_string(&obj);
+    let stub = StoreClient::new(&client, client.string_to_object(&ior).unwrap());
+    for name_len in [2_000, 20_000] {
+        let mut item = sample_item("big");
+        item.name = "n".repeat(name_len);
+        match stub.put(PutRequest { item: Some(item) }) {
+            Err(StorePutError::System(e)) => {
+                assert_eq!(e.kind, SystemExceptionKind::MARSHAL, "{e}");
+                assert_eq!(e.minor, orb::minor::MESSAGE_TOO_LARGE, "{e}");
+                assert_eq!(e.completed, orb::CompletionStatus::No, "{e}");
+            }
+            other => panic!("{name_len}-byte name: {other:?}"),
+        }
+    }
+    assert_eq!(
+        stub.count(()).unwrap(),
+        0,
+        "an oversized put reached the server"
+    );
+    stub.put(PutRequest {
+        item: Some(sample_item("small")),
+    })
+    .unwrap();
+    assert_eq!(stub.count(()).unwrap(), 1);
+    client.shutdown();
+    server.shutdown();
+}
