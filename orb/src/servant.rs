@@ -62,15 +62,16 @@ impl Context {
         peer: Option<SocketAddr>,
         deadline: Option<Instant>,
     ) -> Self {
+        let inner = ContextInner {
+            operation: operation.into(),
+            object_key,
+            request_id,
+            peer,
+            deadline,
+            cancelled: AtomicBool::new(false),
+        };
         Context {
-            inner: Arc::new(ContextInner {
-                operation: operation.into(),
-                object_key,
-                request_id,
-                peer,
-                deadline,
-                cancelled: AtomicBool::new(false),
-            }),
+            inner: Arc::new(inner),
         }
     }
 
@@ -83,30 +84,28 @@ impl Context {
         peer: Option<SocketAddr>,
         deadline: Option<Instant>,
     ) -> Self {
-        let fresh = ContextInner {
-            operation,
-            object_key,
-            request_id,
-            peer,
-            deadline,
-            cancelled: AtomicBool::new(false),
-        };
         if let Some(mut inner) = SPARE.take() {
             if let Some(i) = Arc::get_mut(&mut inner) {
-                *i = fresh;
+                i.operation = operation;
+                i.object_key = object_key;
+                i.request_id = request_id;
+                i.peer = peer;
+                i.deadline = deadline;
+                *i.cancelled.get_mut() = false;
                 return Context { inner };
             }
         }
-        Context {
-            inner: Arc::new(fresh),
-        }
+        Context::new(operation, object_key, request_id, peer, deadline)
     }
 
     /// Keeps this context as the thread's spare once its upcall is over, if nothing else
-    /// holds it (a servant may keep a clone; then it is simply dropped).
+    /// holds it (a servant may keep a clone; then it is simply dropped). The object key is
+    /// let go first: it is a slice of the received frame, which a spare would otherwise keep
+    /// alive until the thread's next upcall.
     pub(crate) fn recycle(self) {
         let mut inner = self.inner;
-        if Arc::get_mut(&mut inner).is_some() {
+        if let Some(i) = Arc::get_mut(&mut inner) {
+            i.object_key = Bytes::new();
             SPARE.set(Some(inner));
         }
     }
@@ -181,5 +180,15 @@ mod tests {
         );
         assert_eq!((c.operation(), c.request_id()), ("third", 3));
         assert!(!c.is_cancelled(), "a reused context stays cancelled");
+        // The spare does not keep the request's key (a slice of its frame) alive.
+        let key = Bytes::from(vec![9u8; 64]);
+        drop(c);
+        let d = Context::for_upcall("fourth".into(), key.clone(), 4, None, None);
+        assert_eq!(&d.object_key()[..], &key[..]);
+        d.recycle();
+        assert!(
+            key.is_unique(),
+            "the spare context keeps the frame's key alive"
+        );
     }
 }
