@@ -74,18 +74,8 @@ impl Data {
         median(self.series(imp, workload, side, field))
     }
 
-    /// Median over runs of `a(run) / b(run)`.
-    fn ratio(
-        &self,
-        a: (&str, &str, &str),
-        b: (&str, &str, &str),
-        side_a: &str,
-        side_b: &str,
-    ) -> Option<f64> {
-        median(self.ratios(a, b, side_a, side_b))
-    }
-
-    /// `a(run) / b(run)` for each run that has both, in run order.
+    /// `a(run) / b(run)` for each run that has both, in run order (the table's ratio is their
+    /// median).
     fn ratios(
         &self,
         a: (&str, &str, &str),
@@ -181,7 +171,7 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
     println!("| metric | orb | raw | ratio | target (goal) | result |");
     println!("|---|---:|---:|---:|---|---|");
     let row = |name: &str, wl: &str, f: &str, target: &str, limit: f64, goal: f64, le: bool| {
-        let r = d.ratio(("orb", wl, f), ("raw", wl, f), "client", "client");
+        let r = median(d.ratios(("orb", wl, f), ("raw", wl, f), "client", "client"));
         println!(
             "| {name} | {} | {} | {} | {target} | {} |",
             fmt(d.med("orb", wl, "client", f)),
@@ -219,12 +209,12 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
         false,
     );
     {
-        let r = d.ratio(
+        let r = median(d.ratios(
             ("orb", "nest", "us_per_level"),
             ("orb", "lat", "p50_us"),
             "client",
             "client",
-        );
+        ));
         let all_ok = !nest_ok.is_empty() && nest_ok.iter().all(|&ok| ok);
         let v = if all_ok {
             verdict(r, 2.0, 1.5, true)
