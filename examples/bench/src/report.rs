@@ -200,6 +200,15 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
         false,
     );
     row(
+        &format!("tput {tput_threads}, split: server on CPU 0, client on CPU 1"),
+        "tput_split",
+        "rps",
+        "≥ 1.0 × raw (≥ 1.5 ×)",
+        1.0,
+        1.5,
+        false,
+    );
+    row(
         "big (MB/s)",
         "big",
         "mb_per_s",
@@ -230,8 +239,11 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
             nest_ok.len(),
         );
     }
-    for (wl, limit) in [("lat", 2.0), ("tput", 1.0)] {
+    for (wl, limit) in [("lat", 2.0), ("tput", 1.0), ("tput_split", 1.0)] {
         let orb = d.med("orb", wl, "server", "ctx_switches_per_call");
+        if orb.is_none() {
+            continue;
+        }
         println!(
             "| server context switches per call, {wl} | {} | {} | | ≤ {limit} | {} |",
             fmt(orb),
@@ -252,6 +264,7 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
         ("lat p50", "lat", "p50_us"),
         ("lat p99", "lat", "p99_us"),
         ("tput", "tput", "rps"),
+        ("tput split", "tput_split", "rps"),
         ("big", "big", "mb_per_s"),
     ] {
         let v = d.ratios(("orb", wl, f), ("raw", wl, f), "client", "client");
@@ -268,7 +281,7 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
     println!("\nPer workload (medians): context switches per call and peak RSS of both processes; ORB server Leader/Followers counters per call.\n");
     println!("| workload | impl | server ctx sw/call | server peak RSS (KiB) | client ctx sw/call | client peak RSS (KiB) | server promotions/call | server follower wake-ups/call | p50 (µs) | p99 (µs) |");
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for wl in ["lat", "tput", "big", "nest"] {
+    for wl in ["lat", "tput", "tput_split", "big", "nest"] {
         for imp in ["orb", "raw"] {
             if d.series(imp, wl, "client", "workload").is_empty()
                 && !d.0.iter().any(|r| r.imp == imp && r.workload == wl)
