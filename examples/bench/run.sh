@@ -14,6 +14,10 @@
 # call belong to that workload alone. Then `nest --depth 1000 --threads 1` (two processes).
 # The raw records and the table go to $CARGO_TARGET_DIR/orb-bench/ (default target/).
 #
+# lat also runs `--impl raw-epoll` (a diagnostic, not a target: raw with an epoll wait before
+# each read), which splits the ORB's cost over raw into the event loop's system calls and the
+# ORB's own code.
+#
 # tput runs twice per run: with no pinning (`tput`, the scheduler places every thread) and with
 # the server on CPU 0 and the client on CPU 1 (`tput_split`, as if each had its own machine;
 # skipped without taskset or with one CPU). Both are in the table: they rank orb and raw in
@@ -37,7 +41,7 @@ while [ $# -gt 0 ]; do
         --quick) quick=1; runs=1 ;;
         --runs) runs="$2"; shift ;;
         --pin) pin="$2"; shift ;;
-        -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
     shift
@@ -170,7 +174,9 @@ fi
 for run in $(seq 1 "$runs"); do
     echo "run $run of $runs" >&2
     for wl in lat tput $split_tput big; do
-        for imp in orb raw; do
+        impls="orb raw"
+        [ "$wl" = lat ] && impls="orb raw raw-epoll"
+        for imp in $impls; do
             case "$wl" in
                 tput*) one "$run" "$imp" "$wl" 32 ;;
                 *) one "$run" "$imp" "$wl" ;;

@@ -2,9 +2,9 @@
 //! the default) and for a raw-TCP baseline (`--impl raw`) in one binary.
 //!
 //! ```text
-//! orb-bench server --port PORT --threads T [--impl orb|raw]   # until SIGTERM/SIGINT
-//! orb-bench client --port PORT lat|tput [N]|big [--impl orb|raw] [--quick] [--client-threads T]
-//! orb-bench nest --depth D [--threads T] [--impl orb|raw]
+//! orb-bench server --port PORT --threads T [--impl orb|raw|raw-epoll]   # until SIGTERM/SIGINT
+//! orb-bench client --port PORT lat|tput [N]|big [--impl orb|raw|raw-epoll] [--quick] [--client-threads T]
+//! orb-bench nest --depth D [--threads T] [--impl orb|raw|raw-epoll]
 //! orb-bench report FILE...                                    # markdown tables of run.sh files
 //! ```
 //!
@@ -29,15 +29,17 @@ use std::process::ExitCode;
 use workload::{EchoConn, Params};
 
 const USAGE: &str = "usage:
-  orb-bench server --port PORT --threads T [--impl orb|raw]
-  orb-bench client --port PORT lat|tput [N]|big [--impl orb|raw] [--quick] [--client-threads T]
-  orb-bench nest --depth D [--threads T] [--impl orb|raw]
+  orb-bench server --port PORT --threads T [--impl orb|raw|raw-epoll]
+  orb-bench client --port PORT lat|tput [N]|big [--impl orb|raw|raw-epoll] [--quick] [--client-threads T]
+  orb-bench nest --depth D [--threads T] [--impl orb|raw|raw-epoll]
   orb-bench report FILE...";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Impl {
     Orb,
     Raw,
+    /// The baseline with an epoll wait before each read (a diagnostic, see `raw`).
+    RawEpoll,
 }
 
 impl Impl {
@@ -45,6 +47,7 @@ impl Impl {
         match self {
             Impl::Orb => "orb",
             Impl::Raw => "raw",
+            Impl::RawEpoll => "raw-epoll",
         }
     }
 }
@@ -80,6 +83,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
                 a.imp = match value("--impl")?.as_str() {
                     "orb" => Impl::Orb,
                     "raw" => Impl::Raw,
+                    "raw-epoll" => Impl::RawEpoll,
                     other => return Err(format!("unknown implementation `{other}`")),
                 }
             }
@@ -141,7 +145,8 @@ fn run(a: &Args) -> Result<bool, String> {
             };
             match a.imp {
                 Impl::Orb => orb_impl::server(port, threads, wait)?,
-                Impl::Raw => raw::server(port, wait)?,
+                Impl::Raw => raw::server(port, false, wait)?,
+                Impl::RawEpoll => raw::server(port, true, wait)?,
             }
             Ok(true)
         }
@@ -151,9 +156,9 @@ fn run(a: &Args) -> Result<bool, String> {
             let threads = a.threads.unwrap_or(1);
             match a.imp {
                 Impl::Orb => orb_impl::nest(depth, threads),
-                Impl::Raw => {
+                Impl::Raw | Impl::RawEpoll => {
                     JsonLine::new()
-                        .str("impl", "raw")
+                        .str("impl", a.imp.name())
                         .str("workload", "nest")
                         .int("depth", u64::from(depth))
                         .int("threads", threads as u64)
@@ -207,8 +212,8 @@ fn client(a: &Args) -> Result<(), String> {
             r.line = r.line.int("client_threads", threads as u64);
             r
         }
-        (Impl::Raw, "lat" | "big") => {
-            let mut conn = raw::RawConn::connect(port)?;
+        (Impl::Raw | Impl::RawEpoll, "lat" | "big") => {
+            let mut conn = raw::RawConn::connect(port, a.imp == Impl::RawEpoll)?;
             single(&mut conn, workload, &params, imp)?
         }
         (_, "tput") => {
@@ -235,8 +240,8 @@ fn client(a: &Args) -> Result<(), String> {
                     r.line = r.line.int("client_threads", threads as u64);
                     r
                 }
-                Impl::Raw => {
-                    let make = |_| raw::RawConn::connect(port);
+                Impl::Raw | Impl::RawEpoll => {
+                    let make = |_| raw::RawConn::connect(port, a.imp == Impl::RawEpoll);
                     workload::tput(n, &make, &params, imp)?
                 }
             }

@@ -5,14 +5,23 @@
 //! payload. Each side reads through a `BufReader` (a small message costs one `read`) and writes
 //! prefix and payload with one `writev` (no copy into a combined buffer): one read and one write
 //! system call per message, the least a request/reply over TCP can cost.
+//!
+//! `--impl raw-epoll` is the same program with non-blocking sockets that wait in `epoll_wait`
+//! (mio) whenever a read or write would block: the system calls of an event loop (an
+//! `epoll_wait` before each read), with none of the ORB's code. Not part of the protocol; it
+//! splits the ORB's cost over raw into what a reactor design costs in the kernel and what the
+//! ORB's own code costs.
 
 use crate::metrics::{
     cross_check, main_thread_ctx_switches, peak_rss_kb, proc_status_ctx_switches, CtxSwitches,
     JsonLine,
 };
 use crate::workload::EchoConn;
-use std::io::{self, BufReader, IoSlice, Read, Write};
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use std::io::{self, BufReader, IoSlice, IoSliceMut, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,7 +44,87 @@ fn write_all_vectored(mut w: impl Write, bufs: &mut [IoSlice<'_>]) -> io::Result
     Ok(())
 }
 
-fn write_msg(w: &TcpStream, data: &[u8]) -> io::Result<()> {
+/// One side of a connection: a blocking socket, or (`raw-epoll`) a non-blocking one that waits
+/// in its own epoll set, for readiness in one direction, whenever it would block.
+pub enum Sock {
+    Blocking(TcpStream),
+    Polled {
+        s: TcpStream,
+        poll: Poll,
+        events: Events,
+    },
+}
+
+impl Sock {
+    /// `s` as is (`polled` false) or made non-blocking and registered for `interest`.
+    fn new(s: TcpStream, polled: bool, interest: Interest) -> io::Result<Self> {
+        if !polled {
+            return Ok(Sock::Blocking(s));
+        }
+        s.set_nonblocking(true)?;
+        let poll = Poll::new()?;
+        poll.registry()
+            .register(&mut SourceFd(&s.as_raw_fd()), Token(0), interest)?;
+        Ok(Sock::Polled {
+            s,
+            poll,
+            events: Events::with_capacity(4),
+        })
+    }
+
+    /// Runs `op` on the socket; while it would block, waits for readiness and runs it again.
+    fn retry<T>(&mut self, mut op: impl FnMut(&TcpStream) -> io::Result<T>) -> io::Result<T> {
+        match self {
+            Sock::Blocking(s) => op(s),
+            Sock::Polled { s, poll, events } => loop {
+                match op(s) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        match poll.poll(events, None) {
+                            Ok(()) => {}
+                            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    r => return r,
+                }
+            },
+        }
+    }
+}
+
+impl Read for Sock {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.retry(|mut s| s.read(buf))
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        self.retry(|mut s| s.read_vectored(bufs))
+    }
+}
+
+impl Write for Sock {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.retry(|mut s| s.write(buf))
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.retry(|mut s| s.write_vectored(bufs))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A connection's reading and writing halves (each with its own epoll set when polled).
+fn split(s: TcpStream, polled: bool) -> io::Result<(BufReader<Sock>, Sock)> {
+    s.set_nodelay(true)?;
+    let writer = Sock::new(s.try_clone()?, polled, Interest::WRITABLE)?;
+    let reader = BufReader::with_capacity(64 * 1024, Sock::new(s, polled, Interest::READABLE)?);
+    Ok((reader, writer))
+}
+
+fn write_msg(w: &mut Sock, data: &[u8]) -> io::Result<()> {
     let len = u32::try_from(data.len())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "message too long"))?;
     let prefix = len.to_le_bytes();
@@ -68,20 +157,17 @@ fn read_msg(r: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<bool> {
 
 /// A client connection of the baseline.
 pub struct RawConn {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
+    reader: BufReader<Sock>,
+    writer: Sock,
 }
 
 impl RawConn {
-    pub fn connect(port: u16) -> Result<Self, String> {
+    /// A connection to the baseline server; `polled` for `raw-epoll`.
+    pub fn connect(port: u16, polled: bool) -> Result<Self, String> {
         let s = TcpStream::connect(("127.0.0.1", port))
             .map_err(|e| format!("cannot connect to 127.0.0.1:{port}: {e}"))?;
-        s.set_nodelay(true).map_err(|e| e.to_string())?;
-        let writer = s.try_clone().map_err(|e| e.to_string())?;
-        Ok(RawConn {
-            reader: BufReader::with_capacity(64 * 1024, s),
-            writer,
-        })
+        let (reader, writer) = split(s, polled).map_err(|e| e.to_string())?;
+        Ok(RawConn { reader, writer })
     }
 }
 
@@ -89,7 +175,7 @@ impl EchoConn for RawConn {
     type Reply = Vec<u8>;
 
     fn echo(&mut self, data: Vec<u8>) -> Result<Vec<u8>, String> {
-        write_msg(&self.writer, &data).map_err(|e| format!("write: {e}"))?;
+        write_msg(&mut self.writer, &data).map_err(|e| format!("write: {e}"))?;
         let mut reply = Vec::new();
         match read_msg(&mut self.reader, &mut reply) {
             Ok(true) => Ok(reply),
@@ -100,21 +186,19 @@ impl EchoConn for RawConn {
 }
 
 /// Serves one connection: echo every message until the peer closes.
-fn serve(s: TcpStream, calls: &AtomicU64) -> io::Result<()> {
-    s.set_nodelay(true)?;
-    let writer = s.try_clone()?;
-    let mut reader = BufReader::with_capacity(64 * 1024, s);
+fn serve(s: TcpStream, polled: bool, calls: &AtomicU64) -> io::Result<()> {
+    let (mut reader, mut writer) = split(s, polled)?;
     let mut buf = Vec::new();
     while read_msg(&mut reader, &mut buf)? {
-        write_msg(&writer, &buf)?;
+        write_msg(&mut writer, &buf)?;
         calls.fetch_add(1, Ordering::Relaxed);
     }
     Ok(())
 }
 
-/// `server --impl raw`: accepts on a thread of its own and serves each connection on a new
-/// thread until SIGTERM/SIGINT, then prints its JSON line.
-pub fn server(port: u16, wait_for_signal: impl FnOnce()) -> Result<(), String> {
+/// `server --impl raw` (`raw-epoll` with `polled`): accepts on a thread of its own and serves
+/// each connection on a new thread until SIGTERM/SIGINT, then prints its JSON line.
+pub fn server(port: u16, polled: bool, wait_for_signal: impl FnOnce()) -> Result<(), String> {
     let l = TcpListener::bind(("127.0.0.1", port))
         .map_err(|e| format!("cannot listen on 127.0.0.1:{port}: {e}"))?;
     let addr = l.local_addr().map_err(|e| e.to_string())?;
@@ -137,7 +221,7 @@ pub fn server(port: u16, wait_for_signal: impl FnOnce()) -> Result<(), String> {
                         std::thread::Builder::new()
                             .name("raw-conn".into())
                             .spawn(move || {
-                                if let Err(e) = serve(s, &calls) {
+                                if let Err(e) = serve(s, polled, &calls) {
                                     eprintln!("raw server: connection ended: {e}");
                                 }
                                 live.fetch_sub(1, Ordering::AcqRel);
@@ -161,7 +245,7 @@ pub fn server(port: u16, wait_for_signal: impl FnOnce()) -> Result<(), String> {
     let ctx = CtxSwitches::now().since(before);
     let n = calls.load(Ordering::Relaxed);
     JsonLine::new()
-        .str("impl", "raw")
+        .str("impl", if polled { "raw-epoll" } else { "raw" })
         .str("role", "server")
         .int("threads", conns.load(Ordering::Relaxed))
         .int("calls", n)

@@ -190,6 +190,21 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
         true,
     );
     row("lat p99 (µs)", "lat", "p99_us", "≤ 2 × raw", 2.0, 2.0, true);
+    if !d.series("raw-epoll", "lat", "client", "p50_us").is_empty() {
+        // A diagnostic: how much of the lat gap is the event loop's system calls.
+        let r = median(d.ratios(
+            ("orb", "lat", "p50_us"),
+            ("raw-epoll", "lat", "p50_us"),
+            "client",
+            "client",
+        ));
+        println!(
+            "| lat p50 (µs), \"raw\" column: raw-epoll (raw with an epoll wait before each read) | {} | {} | {} | diagnostic, no target | |",
+            fmt(d.med("orb", "lat", "client", "p50_us")),
+            fmt(d.med("raw-epoll", "lat", "client", "p50_us")),
+            fmt(r),
+        );
+    }
     row(
         &format!("tput {tput_threads} (calls/s; orb: 1 connection, 2 server threads)"),
         "tput",
@@ -277,12 +292,21 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
         "client",
     );
     println!("- nest ÷ lat p50: {}", list(v));
+    let v = d.ratios(
+        ("orb", "lat", "p50_us"),
+        ("raw-epoll", "lat", "p50_us"),
+        "client",
+        "client",
+    );
+    if !v.is_empty() {
+        println!("- lat p50 ÷ raw-epoll lat p50: {}", list(v));
+    }
 
     println!("\nPer workload (medians): context switches per call and peak RSS of both processes; ORB server Leader/Followers counters per call.\n");
     println!("| workload | impl | server ctx sw/call | server peak RSS (KiB) | client ctx sw/call | client peak RSS (KiB) | server promotions/call | server follower wake-ups/call | p50 (µs) | p99 (µs) |");
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for wl in ["lat", "tput", "tput_split", "big", "nest"] {
-        for imp in ["orb", "raw"] {
+        for imp in ["orb", "raw", "raw-epoll"] {
             if d.series(imp, wl, "client", "workload").is_empty()
                 && !d.0.iter().any(|r| r.imp == imp && r.workload == wl)
             {
