@@ -18,6 +18,10 @@
 # each read), which splits the ORB's cost over raw into the event loop's system calls and the
 # ORB's own code.
 #
+# Where omniORB is installed (Debian: libomniorb4-dev omniidl g++ pkg-config), lat, tput and
+# big also run omniORB (examples/bench/omniorb: a C++ client and server under the same
+# protocol, built here with omniidl and g++) for a comparison row without a target.
+#
 # tput runs twice per run: with no pinning (`tput`, the scheduler places every thread) and with
 # the server on CPU 0 and the client on CPU 1 (`tput_split`, as if each had its own machine;
 # skipped without taskset or with one CPU). Both are in the table: they rank orb and raw in
@@ -41,7 +45,7 @@ while [ $# -gt 0 ]; do
         --quick) quick=1; runs=1 ;;
         --runs) runs="$2"; shift ;;
         --pin) pin="$2"; shift ;;
-        -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
     shift
@@ -74,6 +78,17 @@ cd "$root"
 echo "building orb-bench (profile perf: release + fat LTO)..." >&2
 cargo build --profile perf --quiet -p orb-bench
 bin="$target/perf/orb-bench"
+# omniORB, the C++ ORB we compare with, where it is installed (no target: a comparison).
+omni_impl=""
+if omni_bin="$(examples/bench/omniorb/build.sh "$target/omniorb" 2> "$target/omniorb-build.log")"; then
+    omni_impl=omniorb
+else
+    echo "omniORB comparison skipped: $(tail -n 1 "$target/omniorb-build.log")" >&2
+fi
+# bin_for IMPL: the program that implements IMPL.
+bin_for() {
+    if [ "$1" = omniorb ]; then echo "$omni_bin"; else echo "$bin"; fi
+}
 
 outdir="$target/orb-bench"
 mkdir -p "$outdir"
@@ -94,7 +109,7 @@ start_server() {
     : > "$work/server.json"
     : > "$work/server.err"
     pinned "$cpu"
-    "${pfx[@]+"${pfx[@]}"}" "$bin" server --port 0 --threads "$threads" --impl "$imp" \
+    "${pfx[@]+"${pfx[@]}"}" "$(bin_for "$imp")" server --port 0 --threads "$threads" --impl "$imp" \
         > "$work/server.json" 2> "$work/server.err" &
     server_pid=$!
     server_port=""
@@ -141,7 +156,7 @@ one() {
     start_server "$imp" "$threads" "$scpu" || { failed=1; return 0; }
     local client
     pinned "$ccpu"
-    if client="$("${pfx[@]+"${pfx[@]}"}" "$bin" client --impl "$imp" --port "$server_port" "$wl" "$@" \
+    if client="$("${pfx[@]+"${pfx[@]}"}" "$(bin_for "$imp")" client --impl "$imp" --port "$server_port" "$wl" "$@" \
         "${client_flags[@]+"${client_flags[@]}"}" 2> "$work/client.err")"; then
         :
     else
@@ -174,8 +189,8 @@ fi
 for run in $(seq 1 "$runs"); do
     echo "run $run of $runs" >&2
     for wl in lat tput $split_tput big; do
-        impls="orb raw"
-        [ "$wl" = lat ] && impls="orb raw raw-epoll"
+        impls="orb raw $omni_impl"
+        [ "$wl" = lat ] && impls="orb raw raw-epoll $omni_impl"
         for imp in $impls; do
             case "$wl" in
                 tput*) one "$run" "$imp" "$wl" 32 ;;

@@ -190,21 +190,6 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
         true,
     );
     row("lat p99 (µs)", "lat", "p99_us", "≤ 2 × raw", 2.0, 2.0, true);
-    if !d.series("raw-epoll", "lat", "client", "p50_us").is_empty() {
-        // A diagnostic: how much of the lat gap is the event loop's system calls.
-        let r = median(d.ratios(
-            ("orb", "lat", "p50_us"),
-            ("raw-epoll", "lat", "p50_us"),
-            "client",
-            "client",
-        ));
-        println!(
-            "| lat p50 (µs), \"raw\" column: raw-epoll (raw with an epoll wait before each read) | {} | {} | {} | diagnostic, no target | |",
-            fmt(d.med("orb", "lat", "client", "p50_us")),
-            fmt(d.med("raw-epoll", "lat", "client", "p50_us")),
-            fmt(r),
-        );
-    }
     row(
         &format!("tput {tput_threads} (calls/s; orb: 1 connection, 2 server threads)"),
         "tput",
@@ -267,6 +252,46 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
         );
     }
 
+    // Comparisons without a target: raw-epoll (what the event loop's system calls cost) and
+    // omniORB (the C++ ORB), each where the run has it.
+    let others = ["raw-epoll", "omniorb"];
+    if others
+        .iter()
+        .any(|o| d.0.iter().any(|r| r.imp == *o && r.workload != "nest"))
+    {
+        println!(
+            "\nComparisons without a target (ratio: median of the per-run orb/other ratios):\n"
+        );
+        println!("| metric | orb | other | other is | ratio |");
+        println!("|---|---:|---:|---|---:|");
+    }
+    for (other, label) in [
+        (
+            "raw-epoll",
+            "raw-epoll (raw with an epoll wait before each read)",
+        ),
+        ("omniorb", "omniORB"),
+    ] {
+        for (name, wl, f) in [
+            ("lat p50 (µs)", "lat", "p50_us"),
+            ("lat p99 (µs)", "lat", "p99_us"),
+            ("tput (calls/s)", "tput", "rps"),
+            ("tput split (calls/s)", "tput_split", "rps"),
+            ("big (MB/s)", "big", "mb_per_s"),
+        ] {
+            if d.series(other, wl, "client", f).is_empty() {
+                continue;
+            }
+            let r = median(d.ratios(("orb", wl, f), (other, wl, f), "client", "client"));
+            println!(
+                "| {name} | {} | {} | {label} | {} |",
+                fmt(d.med("orb", wl, "client", f)),
+                fmt(d.med(other, wl, "client", f)),
+                fmt(r),
+            );
+        }
+    }
+
     // The spread says how far one run's verdict can be trusted on a noisy machine.
     let list = |v: Vec<f64>| {
         v.iter()
@@ -292,21 +317,25 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
         "client",
     );
     println!("- nest ÷ lat p50: {}", list(v));
-    let v = d.ratios(
-        ("orb", "lat", "p50_us"),
-        ("raw-epoll", "lat", "p50_us"),
-        "client",
-        "client",
-    );
-    if !v.is_empty() {
-        println!("- lat p50 ÷ raw-epoll lat p50: {}", list(v));
+    for (other, label) in [("raw-epoll", "raw-epoll"), ("omniorb", "omniORB")] {
+        for (name, wl, f) in [
+            ("lat p50", "lat", "p50_us"),
+            ("tput", "tput", "rps"),
+            ("tput split", "tput_split", "rps"),
+            ("big", "big", "mb_per_s"),
+        ] {
+            let v = d.ratios(("orb", wl, f), (other, wl, f), "client", "client");
+            if !v.is_empty() {
+                println!("- {name} ÷ {label}: {}", list(v));
+            }
+        }
     }
 
     println!("\nPer workload (medians): context switches per call and peak RSS of both processes; ORB server Leader/Followers counters per call.\n");
     println!("| workload | impl | server ctx sw/call | server peak RSS (KiB) | client ctx sw/call | client peak RSS (KiB) | server promotions/call | server follower wake-ups/call | p50 (µs) | p99 (µs) |");
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for wl in ["lat", "tput", "tput_split", "big", "nest"] {
-        for imp in ["orb", "raw", "raw-epoll"] {
+        for imp in ["orb", "raw", "raw-epoll", "omniorb"] {
             if d.series(imp, wl, "client", "workload").is_empty()
                 && !d.0.iter().any(|r| r.imp == imp && r.workload == wl)
             {

@@ -15,7 +15,11 @@ struct Server {
 
 impl Server {
     fn start(imp: &str) -> Server {
-        let mut child = Command::new(BIN)
+        Server::start_program(BIN, imp)
+    }
+
+    fn start_program(program: &str, imp: &str) -> Server {
+        let mut child = Command::new(program)
             .args(["server", "--port", "0", "--threads", "2", "--impl", imp])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -64,7 +68,11 @@ fn json_line(stdout: &[u8]) -> Value {
 }
 
 fn run(args: &[&str]) -> Value {
-    let out = Command::new(BIN).args(args).output().expect("runs");
+    run_program(BIN, args)
+}
+
+fn run_program(program: &str, args: &[&str]) -> Value {
+    let out = Command::new(program).args(args).output().expect("runs");
     assert!(
         out.status.success(),
         "{args:?}: {}\n{}",
@@ -146,4 +154,75 @@ fn nest_runs_with_a_threadless_caller_and_raw_says_not_applicable() {
     let raw = run(&["nest", "--impl", "raw", "--depth", "10"]);
     assert_eq!(raw["ok"], false);
     assert!(raw["error"].as_str().unwrap().contains("not applicable"));
+}
+
+/// omniORB's side of the comparison in `run.sh`, where omniORB is installed (`.ci/run` installs
+/// it and sets `ORB_INTEROP_REQUIRED=1`, which turns a missing omniORB into a failure here, as in
+/// the interop tests). Also checks that our ORB's client and omniORB's server understand each
+/// other: the comparison is of two ORBs speaking the same GIOP.
+#[test]
+fn omniorb_speaks_the_protocol_and_serves_our_client() {
+    let dir = std::env::temp_dir().join(format!("orb-omniorb-bench-{}", std::process::id()));
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/omniorb/build.sh");
+    let out = Command::new(script)
+        .arg(&dir)
+        .output()
+        .expect("build.sh runs");
+    if !out.status.success() {
+        let why = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            std::env::var("ORB_INTEROP_REQUIRED").as_deref() != Ok("1"),
+            "omniORB is required (ORB_INTEROP_REQUIRED=1) but omniorb-bench did not build: {why}"
+        );
+        eprintln!("skipped: omniorb-bench not built: {why}");
+        return;
+    }
+    let bin = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let server = Server::start_program(&bin, "omniorb");
+    let port = server.port.to_string();
+    let omni = |workload: &[&str]| {
+        let mut args = vec!["client", "--port", &port];
+        args.extend_from_slice(workload);
+        args.push("--quick");
+        run_program(&bin, &args)
+    };
+    let lat = omni(&["lat"]);
+    has(
+        &lat,
+        &[
+            "p50_us",
+            "p99_us",
+            "p999_us",
+            "mean_us",
+            "rps",
+            "ctx_switches_per_call",
+            "peak_rss_kb",
+        ],
+    );
+    assert_eq!(lat["impl"], "omniorb");
+    assert_eq!(lat["calls"], 2000);
+    let tput = omni(&["tput", "4"]);
+    assert_eq!(tput["threads"], 4);
+    assert!(tput["calls"].as_u64().unwrap() > 0);
+    let big = omni(&["big"]);
+    has(&big, &["calls", "mb_per_s", "p50_us"]);
+    // Our generated stub against omniORB's servant: replies are checked by the client.
+    let ours = client("orb", server.port, &["lat"]);
+    assert_eq!(ours["impl"], "orb");
+    assert_eq!(ours["calls"], 2000);
+    let s = server.stop();
+    has(
+        &s,
+        &[
+            "impl",
+            "role",
+            "calls",
+            "ctx_switches_per_call",
+            "peak_rss_kb",
+        ],
+    );
+    assert_eq!(s["impl"], "omniorb");
+    // Both lat runs and big, warm-up included (tput counts only its window).
+    assert!(s["calls"].as_u64().unwrap() >= 2 * 2_200 + 22);
+    let _ = std::fs::remove_dir_all(&dir);
 }
