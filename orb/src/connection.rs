@@ -300,6 +300,15 @@ impl OutQueue {
         }
     }
 
+    /// Puts a buffer back at the front (empty ones are skipped): the unwritten rest of a frame
+    /// that was written around the queue.
+    pub(crate) fn push_front(&mut self, b: Bytes) {
+        if !b.is_empty() {
+            self.len += b.len();
+            self.parts.push_front(b);
+        }
+    }
+
     /// Bytes queued.
     pub(crate) fn len(&self) -> usize {
         self.len
@@ -475,6 +484,48 @@ impl Connection {
                 io::ErrorKind::NotConnected,
                 "connection closed",
             ));
+        }
+        if !w.writing && !w.writable_interest && w.queue.is_empty() {
+            // Nothing queued and nobody writing (a call at a time): write the frame from its
+            // own buffers, around the queue. Frames sent meanwhile queue behind it.
+            w.writing = true;
+            drop(w);
+            let r = write_vectored_some(&self.stream, &parts);
+            #[cfg(test)]
+            tests::after_direct_write();
+            let [mut head, mut body] = parts;
+            let total = head.len() + body.len();
+            let mut w = lock(&self.write);
+            let n = match r {
+                Ok(n) => n,
+                Err(e) => {
+                    w.writing = false;
+                    return Err(e);
+                }
+            };
+            stats.bytes_sent.fetch_add(n as u64, Ordering::Relaxed);
+            if w.closed {
+                w.writing = false;
+                return Ok(());
+            }
+            if n < total {
+                // The rest goes first, ahead of what others queued meanwhile.
+                if n < head.len() {
+                    head.advance(n);
+                } else {
+                    body.advance(n - head.len());
+                    head = Bytes::new();
+                }
+                w.queue.push_front(body);
+                w.queue.push_front(head);
+                self.queued.store(w.queue.len(), Ordering::Release);
+            }
+            if w.queue.is_empty() {
+                w.writing = false;
+                return Ok(());
+            }
+            self.write_queue(w, stats, reactor)?;
+            return Ok(());
         }
         let [mut head, body] = parts;
         if w.writable_interest {
@@ -1092,6 +1143,69 @@ mod tests {
                 "a queued frame still points into the frame buffer"
             );
         }
+    }
+
+    thread_local! {
+        /// Run once by `send_parts` right after a direct write, before it retakes the lock.
+        static AFTER_DIRECT_WRITE: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
+            const { std::cell::RefCell::new(None) };
+    }
+
+    pub(super) fn after_direct_write() {
+        if let Some(f) = AFTER_DIRECT_WRITE.with(|h| h.borrow_mut().take()) {
+            f();
+        }
+    }
+
+    /// A frame written straight from its buffers (nothing queued) that the socket takes only
+    /// in part, while another frame is sent during that write: the first frame's rest goes
+    /// out before the other frame, and nothing is lost.
+    #[test]
+    fn a_frame_written_around_the_queue_keeps_its_place() {
+        use std::io::Read;
+        let reactor = Arc::new(Reactor::new().unwrap());
+        let stats = Arc::new(Stats::default());
+        let (conn, mut peer) = connected(&reactor); // the peer reads only later
+        let head = Bytes::from(vec![1u8; 100]);
+        let body = Bytes::from(
+            (0..32u32 << 20)
+                .map(|i| (i % 251) as u8)
+                .collect::<Vec<_>>(),
+        );
+        let after = Bytes::from(vec![9u8; 300]);
+        {
+            // Sent while the direct write is in progress (the lock is free, `writing` set).
+            let (conn, stats, reactor, after) =
+                (conn.clone(), stats.clone(), reactor.clone(), after.clone());
+            AFTER_DIRECT_WRITE.with(|h| {
+                *h.borrow_mut() = Some(Box::new(move || {
+                    conn.send(after, &stats, &reactor).unwrap();
+                }));
+            });
+        }
+        conn.send_parts([head.clone(), body.clone()], &stats, &reactor)
+            .unwrap();
+        assert!(
+            lock(&conn.write).writable_interest,
+            "32 MiB fit in the socket: the test needs a partial write"
+        );
+        assert!(
+            AFTER_DIRECT_WRITE.with(|h| h.borrow().is_none()),
+            "hook not run"
+        );
+        let expected: Vec<u8> = [&head[..], &body[..], &after[..]].concat();
+        let reader = std::thread::spawn(move || {
+            let mut got = vec![0u8; expected.len()];
+            peer.read_exact(&mut got).unwrap();
+            assert!(got == expected, "bytes out of order or lost");
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while conn.queued_bytes() > 0 {
+            assert!(std::time::Instant::now() < deadline, "queue never drained");
+            conn.flush(&stats, &reactor).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        reader.join().unwrap();
     }
 
     #[test]
