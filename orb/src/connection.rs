@@ -490,7 +490,7 @@ impl Connection {
             // own buffers, around the queue. Frames sent meanwhile queue behind it.
             w.writing = true;
             drop(w);
-            let r = write_vectored_some(&self.stream, &parts);
+            let r = write_vectored_some::<2>(&self.stream, &parts);
             #[cfg(test)]
             tests::after_direct_write();
             let [mut head, mut body] = parts;
@@ -597,7 +597,7 @@ impl Connection {
             w.queue.take_front(&mut batch, MAX_IOV);
             let total: usize = batch.iter().map(Bytes::len).sum();
             drop(w);
-            let r = write_vectored_some(&self.stream, &batch);
+            let r = write_vectored_some::<MAX_IOV>(&self.stream, &batch);
             w = lock(&self.write);
             let written = match r {
                 Ok(k) => k,
@@ -660,12 +660,14 @@ impl Connection {
 
 /// Writes as much of `bufs` as the socket takes now, with `writev` (no copy, no allocation);
 /// `WouldBlock` is not an error. Returns the bytes written.
-fn write_vectored_some(mut s: &TcpStream, bufs: &[Bytes]) -> io::Result<usize> {
-    let mut slices = [io::IoSlice::new(&[]); MAX_IOV];
+/// `N` bounds the buffers taken from `bufs` (the stack array's size: 2 for one frame, `MAX_IOV`
+/// for a batch).
+fn write_vectored_some<const N: usize>(mut s: &TcpStream, bufs: &[Bytes]) -> io::Result<usize> {
+    let mut slices = [io::IoSlice::new(&[]); N];
     for (sl, b) in slices.iter_mut().zip(bufs) {
         *sl = io::IoSlice::new(b);
     }
-    let mut rest = &mut slices[..bufs.len().min(MAX_IOV)];
+    let mut rest = &mut slices[..bufs.len().min(N)];
     let mut done = 0;
     while !rest.is_empty() {
         match s.write_vectored(rest) {
