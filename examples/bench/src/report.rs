@@ -104,6 +104,19 @@ impl Data {
     }
 }
 
+/// The client metrics compared per run: (name, unit, workload, JSON field).
+const METRICS: [(&str, &str, &str, &str); 5] = [
+    ("lat p50", "µs", "lat", "p50_us"),
+    ("lat p99", "µs", "lat", "p99_us"),
+    ("tput", "calls/s", "tput", "rps"),
+    ("tput split", "calls/s", "tput_split", "rps"),
+    ("big", "MB/s", "big", "mb_per_s"),
+];
+
+/// Implementations the ORB is compared with but has no target against: raw-epoll (what an
+/// event loop's system calls cost) and omniORB (the C++ ORB).
+const COMPARED: [(&str, &str); 2] = [("raw-epoll", "raw-epoll"), ("omniorb", "omniORB")];
+
 fn verdict(v: Option<f64>, limit: f64, goal: f64, at_most: bool) -> &'static str {
     match v {
         None => "n/a",
@@ -252,43 +265,30 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
         );
     }
 
-    // Comparisons without a target: raw-epoll (what the event loop's system calls cost) and
-    // omniORB (the C++ ORB), each where the run has it.
-    let others = ["raw-epoll", "omniorb"];
-    if others
+    // Comparisons without a target, each where the run has it.
+    let rows: Vec<String> = COMPARED
         .iter()
-        .any(|o| d.0.iter().any(|r| r.imp == *o && r.workload != "nest"))
-    {
-        println!(
-            "\nComparisons without a target (ratio: median of the per-run orb/other ratios):\n"
-        );
-        println!("| metric | orb | other | other is | ratio |");
-        println!("|---|---:|---:|---|---:|");
-    }
-    for (other, label) in [
-        (
-            "raw-epoll",
-            "raw-epoll (raw with an epoll wait before each read)",
-        ),
-        ("omniorb", "omniORB"),
-    ] {
-        for (name, wl, f) in [
-            ("lat p50 (µs)", "lat", "p50_us"),
-            ("lat p99 (µs)", "lat", "p99_us"),
-            ("tput (calls/s)", "tput", "rps"),
-            ("tput split (calls/s)", "tput_split", "rps"),
-            ("big (MB/s)", "big", "mb_per_s"),
-        ] {
-            if d.series(other, wl, "client", f).is_empty() {
-                continue;
-            }
+        .flat_map(|&(other, label)| METRICS.iter().map(move |&m| (other, label, m)))
+        .filter(|&(other, _, (_, _, wl, f))| !d.series(other, wl, "client", f).is_empty())
+        .map(|(other, label, (name, unit, wl, f))| {
             let r = median(d.ratios(("orb", wl, f), (other, wl, f), "client", "client"));
-            println!(
-                "| {name} | {} | {} | {label} | {} |",
+            format!(
+                "| {name} ({unit}) | {} | {} | {label} | {} |",
                 fmt(d.med("orb", wl, "client", f)),
                 fmt(d.med(other, wl, "client", f)),
                 fmt(r),
-            );
+            )
+        })
+        .collect();
+    if !rows.is_empty() {
+        println!(
+            "\nComparisons without a target (ratio: median of the per-run orb/other ratios; \
+             raw-epoll is raw with an epoll wait before each read):\n"
+        );
+        println!("| metric | orb | other | other is | ratio |");
+        println!("|---|---:|---:|---|---:|");
+        for row in rows {
+            println!("{row}");
         }
     }
 
@@ -300,13 +300,7 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
             .join(", ")
     };
     println!("\nPer-run ratios, in run order:");
-    for (name, wl, f) in [
-        ("lat p50", "lat", "p50_us"),
-        ("lat p99", "lat", "p99_us"),
-        ("tput", "tput", "rps"),
-        ("tput split", "tput_split", "rps"),
-        ("big", "big", "mb_per_s"),
-    ] {
+    for (name, _, wl, f) in METRICS {
         let v = d.ratios(("orb", wl, f), ("raw", wl, f), "client", "client");
         println!("- {name}: {}", list(v));
     }
@@ -317,13 +311,8 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
         "client",
     );
     println!("- nest ÷ lat p50: {}", list(v));
-    for (other, label) in [("raw-epoll", "raw-epoll"), ("omniorb", "omniORB")] {
-        for (name, wl, f) in [
-            ("lat p50", "lat", "p50_us"),
-            ("tput", "tput", "rps"),
-            ("tput split", "tput_split", "rps"),
-            ("big", "big", "mb_per_s"),
-        ] {
+    for (other, label) in COMPARED {
+        for (name, _, wl, f) in METRICS {
             let v = d.ratios(("orb", wl, f), (other, wl, f), "client", "client");
             if !v.is_empty() {
                 println!("- {name} ÷ {label}: {}", list(v));
@@ -335,10 +324,11 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
     println!("| workload | impl | server ctx sw/call | server peak RSS (KiB) | client ctx sw/call | client peak RSS (KiB) | server promotions/call | server follower wake-ups/call | p50 (µs) | p99 (µs) |");
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for wl in ["lat", "tput", "tput_split", "big", "nest"] {
-        for imp in ["orb", "raw", "raw-epoll", "omniorb"] {
-            if d.series(imp, wl, "client", "workload").is_empty()
-                && !d.0.iter().any(|r| r.imp == imp && r.workload == wl)
-            {
+        for imp in ["orb", "raw"]
+            .into_iter()
+            .chain(COMPARED.map(|(imp, _)| imp))
+        {
+            if !d.0.iter().any(|r| r.imp == imp && r.workload == wl) {
                 continue;
             }
             let m = |side: &str, f: &str| fmt(d.med(imp, wl, side, f));
