@@ -96,49 +96,60 @@ fn has(v: &Value, fields: &[&str]) {
     }
 }
 
+/// Runs lat, tput 4 and big through `client` (smoke-sized) and checks each line's fields.
+fn client_lines_follow_the_protocol(imp: &str, client: impl Fn(&[&str]) -> Value) {
+    let lat = client(&["lat"]);
+    has(
+        &lat,
+        &[
+            "impl",
+            "workload",
+            "calls",
+            "p50_us",
+            "p99_us",
+            "p999_us",
+            "mean_us",
+            "rps",
+            "ctx_switches_per_call",
+            "peak_rss_kb",
+        ],
+    );
+    assert_eq!(lat["impl"], imp);
+    assert_eq!(lat["calls"], 2000);
+    let tput = client(&["tput", "4"]);
+    has(
+        &tput,
+        &["threads", "calls", "rps", "p50_us", "p99_us", "peak_rss_kb"],
+    );
+    assert_eq!(tput["threads"], 4);
+    assert!(tput["calls"].as_u64().unwrap() > 0);
+    let big = client(&["big"]);
+    has(&big, &["calls", "mb_per_s", "p50_us"]);
+}
+
+/// Checks the line a server prints when it stops.
+fn server_line_follows_the_protocol(s: &Value, imp: &str) {
+    has(
+        s,
+        &[
+            "impl",
+            "role",
+            "calls",
+            "ctx_switches_per_call",
+            "peak_rss_kb",
+        ],
+    );
+    assert_eq!(s["impl"], imp);
+}
+
 #[test]
 fn every_implementation_speaks_the_protocol() {
     // raw-epoll's big calls also cover its waits for a writable socket (1 MiB messages).
     for imp in ["orb", "raw", "raw-epoll"] {
         let server = Server::start(imp);
-        let lat = client(imp, server.port, &["lat"]);
-        has(
-            &lat,
-            &[
-                "impl",
-                "workload",
-                "calls",
-                "p50_us",
-                "p99_us",
-                "p999_us",
-                "mean_us",
-                "rps",
-                "ctx_switches_per_call",
-                "peak_rss_kb",
-            ],
-        );
-        assert_eq!(lat["impl"], imp);
-        assert_eq!(lat["calls"], 2000);
-        let tput = client(imp, server.port, &["tput", "4"]);
-        has(
-            &tput,
-            &["threads", "calls", "rps", "p50_us", "p99_us", "peak_rss_kb"],
-        );
-        assert_eq!(tput["threads"], 4);
-        assert!(tput["calls"].as_u64().unwrap() > 0);
-        let big = client(imp, server.port, &["big"]);
-        has(&big, &["calls", "mb_per_s", "p50_us"]);
+        client_lines_follow_the_protocol(imp, |w| client(imp, server.port, w));
         let s = server.stop();
-        has(
-            &s,
-            &[
-                "impl",
-                "role",
-                "calls",
-                "ctx_switches_per_call",
-                "peak_rss_kb",
-            ],
-        );
+        server_line_follows_the_protocol(&s, imp);
         // Warm-up calls included; tput counts only its window.
         assert!(s["calls"].as_u64().unwrap() >= 2_200 + 22);
     }
@@ -186,42 +197,13 @@ fn omniorb_speaks_the_protocol_and_serves_our_client() {
         args.push("--quick");
         run_program(&bin, &args)
     };
-    let lat = omni(&["lat"]);
-    has(
-        &lat,
-        &[
-            "p50_us",
-            "p99_us",
-            "p999_us",
-            "mean_us",
-            "rps",
-            "ctx_switches_per_call",
-            "peak_rss_kb",
-        ],
-    );
-    assert_eq!(lat["impl"], "omniorb");
-    assert_eq!(lat["calls"], 2000);
-    let tput = omni(&["tput", "4"]);
-    assert_eq!(tput["threads"], 4);
-    assert!(tput["calls"].as_u64().unwrap() > 0);
-    let big = omni(&["big"]);
-    has(&big, &["calls", "mb_per_s", "p50_us"]);
+    client_lines_follow_the_protocol("omniorb", omni);
     // Our generated stub against omniORB's servant: replies are checked by the client.
     let ours = client("orb", server.port, &["lat"]);
     assert_eq!(ours["impl"], "orb");
     assert_eq!(ours["calls"], 2000);
     let s = server.stop();
-    has(
-        &s,
-        &[
-            "impl",
-            "role",
-            "calls",
-            "ctx_switches_per_call",
-            "peak_rss_kb",
-        ],
-    );
-    assert_eq!(s["impl"], "omniorb");
+    server_line_follows_the_protocol(&s, "omniorb");
     // Both lat runs and big, warm-up included (tput counts only its window).
     assert!(s["calls"].as_u64().unwrap() >= 2 * 2_200 + 22);
     let _ = std::fs::remove_dir_all(&dir);
