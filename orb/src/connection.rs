@@ -300,13 +300,13 @@ impl OutQueue {
         }
     }
 
-    /// Puts a buffer back at the front (empty ones are skipped): the unwritten rest of a frame
-    /// that was written around the queue.
-    pub(crate) fn push_front(&mut self, b: Bytes) {
-        if !b.is_empty() {
-            self.len += b.len();
-            self.parts.push_front(b);
-        }
+    /// Like [`written`](Self::written), for a batch that was written around the queue (not
+    /// taken from it): its unwritten rest goes to the front. Empty buffers are dropped first,
+    /// as [`push`](Self::push) does (`written` counts on the queue holding none).
+    pub(crate) fn put_back(&mut self, batch: &mut Vec<Bytes>, n: usize) {
+        batch.retain(|b| !b.is_empty());
+        self.len += batch.iter().map(Bytes::len).sum::<usize>();
+        self.written(batch, n);
     }
 
     /// Bytes queued.
@@ -493,8 +493,6 @@ impl Connection {
             let r = write_vectored_some::<2>(&self.stream, &parts);
             #[cfg(test)]
             tests::after_direct_write();
-            let [mut head, mut body] = parts;
-            let total = head.len() + body.len();
             let mut w = lock(&self.write);
             let n = match r {
                 Ok(n) => n,
@@ -508,16 +506,12 @@ impl Connection {
                 w.writing = false;
                 return Ok(());
             }
-            if n < total {
+            if n < parts[0].len() + parts[1].len() {
                 // The rest goes first, ahead of what others queued meanwhile.
-                if n < head.len() {
-                    head.advance(n);
-                } else {
-                    body.advance(n - head.len());
-                    head = Bytes::new();
-                }
-                w.queue.push_front(body);
-                w.queue.push_front(head);
+                let mut batch = std::mem::take(&mut w.spare);
+                batch.extend(parts);
+                w.queue.put_back(&mut batch, n);
+                w.spare = batch;
                 self.queued.store(w.queue.len(), Ordering::Release);
             }
             if w.queue.is_empty() {
@@ -929,6 +923,20 @@ mod tests {
         q.written(&mut batch, 3);
         assert_eq!(q.len(), 6);
         assert_eq!(write_n(&mut q, 8, 100), b"fghijk");
+        assert!(q.is_empty());
+    }
+
+    /// A frame written around the queue (head and an empty body, as a small frame is sent)
+    /// of which only part went out: its rest lands in front of what was queued meanwhile.
+    #[test]
+    fn out_queue_put_back_puts_the_rest_in_front() {
+        let mut q = OutQueue::default();
+        q.push(Bytes::from_static(b"xy")); // sent by another thread during the write
+        let mut batch = vec![Bytes::from_static(b"abcde"), Bytes::new()];
+        q.put_back(&mut batch, 2);
+        assert!(batch.is_empty());
+        assert_eq!(q.len(), 5);
+        assert_eq!(write_n(&mut q, 8, 100), b"cdexy");
         assert!(q.is_empty());
     }
 
