@@ -99,13 +99,15 @@ impl Context {
     }
 
     /// Keeps this context as the thread's spare once its upcall is over, if nothing else
-    /// holds it (a servant may keep a clone; then it is simply dropped). The object key is
-    /// let go first: it is a slice of the received frame, which a spare would otherwise keep
-    /// alive until the thread's next upcall.
+    /// holds it (a servant may keep a clone; then it is simply dropped). The peer's bytes are
+    /// let go first: the object key is a slice of the received frame, and the operation name
+    /// can be as long as a message; a spare would otherwise keep them until the thread's next
+    /// upcall (which replaces the name anyway, so freeing it now costs nothing more).
     pub(crate) fn recycle(self) {
         let mut inner = self.inner;
         if let Some(i) = Arc::get_mut(&mut inner) {
             i.object_key = Bytes::new();
+            i.operation = String::new();
             SPARE.set(Some(inner));
         }
     }
@@ -189,6 +191,12 @@ mod tests {
         assert!(
             key.is_unique(),
             "the spare context keeps the frame's key alive"
+        );
+        let spare = SPARE.take().expect("d was kept as the spare");
+        assert_eq!(
+            spare.operation.capacity(),
+            0,
+            "the spare context keeps the peer's operation name"
         );
     }
 }
