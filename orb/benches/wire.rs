@@ -61,7 +61,7 @@ fn header() -> RequestHeader {
         request_id: 2,
         response_flags: 0x03,
         target: TargetAddress::Key(Bytes::from_static(b"echo")),
-        operation: "Echo".to_string(),
+        operation: "Echo".into(),
         service_context: ServiceContextList(vec![Deadline(Duration::from_secs(30)).to_context()]),
     }
 }

@@ -3,6 +3,7 @@
 
 use crate::exception::Exception;
 use bytes::Bytes;
+use bytestring::ByteString;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -44,7 +45,8 @@ thread_local! {
 
 #[derive(Debug)]
 struct ContextInner {
-    operation: String,
+    /// A slice of the received frame for the ORB's upcalls (no copy).
+    operation: ByteString,
     object_key: Bytes,
     request_id: u32,
     peer: Option<SocketAddr>,
@@ -63,7 +65,7 @@ impl Context {
         deadline: Option<Instant>,
     ) -> Self {
         let inner = ContextInner {
-            operation: operation.into(),
+            operation: ByteString::from(operation.into()),
             object_key,
             request_id,
             peer,
@@ -78,7 +80,7 @@ impl Context {
     /// [`new`](Self::new) for the ORB's upcalls: reuses this thread's spare context (see
     /// [`recycle`](Self::recycle)) instead of allocating one per request.
     pub(crate) fn for_upcall(
-        operation: String,
+        operation: ByteString,
         object_key: Bytes,
         request_id: u32,
         peer: Option<SocketAddr>,
@@ -95,19 +97,28 @@ impl Context {
                 return Context { inner };
             }
         }
-        Context::new(operation, object_key, request_id, peer, deadline)
+        let inner = ContextInner {
+            operation,
+            object_key,
+            request_id,
+            peer,
+            deadline,
+            cancelled: AtomicBool::new(false),
+        };
+        Context {
+            inner: Arc::new(inner),
+        }
     }
 
     /// Keeps this context as the thread's spare once its upcall is over, if nothing else
     /// holds it (a servant may keep a clone; then it is simply dropped). The peer's bytes are
-    /// let go first: the object key is a slice of the received frame, and the operation name
-    /// can be as long as a message; a spare would otherwise keep them until the thread's next
-    /// upcall (which replaces the name anyway, so freeing it now costs nothing more).
+    /// let go first: the object key and the operation name are slices of the received frame,
+    /// which a spare would otherwise keep until the thread's next upcall.
     pub(crate) fn recycle(self) {
         let mut inner = self.inner;
         if let Some(i) = Arc::get_mut(&mut inner) {
             i.object_key = Bytes::new();
-            i.operation = String::new();
+            i.operation = ByteString::new();
             SPARE.set(Some(inner));
         }
     }
@@ -182,21 +193,23 @@ mod tests {
         );
         assert_eq!((c.operation(), c.request_id()), ("third", 3));
         assert!(!c.is_cancelled(), "a reused context stays cancelled");
-        // The spare does not keep the request's key (a slice of its frame) alive.
+        // The spare keeps neither the request's key nor its operation name (slices of its
+        // frame) alive.
         let key = Bytes::from(vec![9u8; 64]);
+        let name = Bytes::from(b"fourth".to_vec());
         drop(c);
-        let d = Context::for_upcall("fourth".into(), key.clone(), 4, None, None);
+        let op = ByteString::try_from(name.clone()).expect("UTF-8");
+        let d = Context::for_upcall(op, key.clone(), 4, None, None);
         assert_eq!(&d.object_key()[..], &key[..]);
+        assert_eq!(d.operation(), "fourth");
         d.recycle();
         assert!(
             key.is_unique(),
             "the spare context keeps the frame's key alive"
         );
-        let spare = SPARE.take().expect("d was kept as the spare");
-        assert_eq!(
-            spare.operation.capacity(),
-            0,
-            "the spare context keeps the peer's operation name"
+        assert!(
+            name.is_unique(),
+            "the spare context keeps the peer's operation name alive"
         );
     }
 }

@@ -160,7 +160,7 @@ fn generated() -> Vec<Vec<u8>> {
         TargetAddress::Profile(objref.profiles()[0].clone()),
         TargetAddress::Reference {
             selected_profile_index: 0,
-            ior: objref.clone(),
+            ior: Box::new(objref.clone()),
         },
     ];
     let mut out = Vec::new();

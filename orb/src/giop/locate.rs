@@ -225,7 +225,7 @@ mod tests {
             TargetAddress::Profile(objref.profiles()[0].clone()),
             TargetAddress::Reference {
                 selected_profile_index: 0,
-                ior: objref,
+                ior: Box::new(objref),
             },
         ];
         for order in [ByteOrder::Little, ByteOrder::Big] {

@@ -32,6 +32,9 @@ pub use service_context::{
 
 use crate::cdr::{ByteOrder, CdrReader};
 use bytes::{BufMut, Bytes, BytesMut};
+/// The operation name's type in a decoded request: UTF-8 sharing the received frame's
+/// buffer, so decoding a request allocates no string.
+pub use bytestring::ByteString;
 
 /// A GIOP protocol version (`major.minor`). We speak 1.0, 1.1 and 1.2 and send 1.2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -216,9 +219,65 @@ pub(crate) fn read_octets_of(
     }
 }
 
+/// Reads a CDR string from `r` as a zero-copy slice of `msg`, without its NUL (same
+/// requirement on `r` as [`rest_as_body`]).
+pub(crate) fn read_string_of(
+    msg: &Bytes,
+    r: &mut CdrReader<'_>,
+) -> Result<ByteString, crate::cdr::DecodeError> {
+    let at = r.position();
+    let text = r.read_string_bytes()?;
+    let not_utf8 = || crate::cdr::DecodeError::new(crate::cdr::DecodeErrorKind::NotUtf8, at);
+    // Logical position of the first byte = its index in `msg` (the NUL follows the text).
+    let start = r.position() - text.len() - 1;
+    let bytes = match msg.get(start..start + text.len()) {
+        Some(s) if std::ptr::eq(s.as_ptr(), text.as_ptr()) => msg.slice(start..start + text.len()),
+        _ => Bytes::copy_from_slice(text),
+    };
+    ByteString::try_from(bytes).map_err(|_| not_utf8())
+}
+
 fn put_u32_native(dst: &mut BytesMut, v: u32) {
     match ByteOrder::NATIVE {
         ByteOrder::Little => dst.put_u32_le(v),
         ByteOrder::Big => dst.put_u32(v),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cdr::{CdrWriter, DecodeErrorKind};
+
+    fn string_at(text: &[u8]) -> Bytes {
+        let mut buf = BytesMut::new();
+        let mut w = CdrWriter::new(&mut buf, ByteOrder::Little);
+        w.write_u32(7);
+        w.write_len(text.len() + 1);
+        w.write_raw(text);
+        w.write_octet(0);
+        buf.freeze()
+    }
+
+    #[test]
+    fn a_string_is_read_as_a_slice_of_the_message() {
+        let msg = string_at(b"echo");
+        let mut r = CdrReader::new(&msg, ByteOrder::Little);
+        r.skip(4).unwrap();
+        let s = read_string_of(&msg, &mut r).unwrap();
+        assert_eq!(s, "echo");
+        assert_eq!(r.remaining(), 0);
+        let range = msg.as_ptr_range();
+        assert!(range.contains(&s.as_ptr()), "the name was copied");
+    }
+
+    #[test]
+    fn a_string_that_is_not_utf8_is_a_decode_error() {
+        let msg = string_at(b"ec\xffho");
+        let mut r = CdrReader::new(&msg, ByteOrder::Little);
+        r.skip(4).unwrap();
+        let e = read_string_of(&msg, &mut r).unwrap_err();
+        assert_eq!(e.kind(), &DecodeErrorKind::NotUtf8);
+        assert_eq!(e.offset(), 4);
     }
 }

@@ -12,7 +12,8 @@
 //!
 //! Padding contents are never checked (omniORB sends garbage there, WIRE-GIOP §1.2).
 
-use super::{begin_message, end_message, read_octets_of, rest_as_body, Body, MsgType};
+use super::{begin_message, end_message, read_octets_of, read_string_of, rest_as_body};
+use super::{Body, ByteString, MsgType};
 use super::{ServiceContext, ServiceContextList, Version};
 use crate::cdr::{ByteOrder, CdrReader, CdrWriter, DecodeError, DecodeErrorKind, DecodeResultExt};
 use crate::ior::{IiopProfile, ObjectRef, TaggedProfile, TAG_INTERNET_IOP};
@@ -36,8 +37,8 @@ pub enum TargetAddress {
     Reference {
         /// Index of the selected profile.
         selected_profile_index: u32,
-        /// The reference.
-        ior: ObjectRef,
+        /// The reference (boxed: a rare form, kept out of every request's size).
+        ior: Box<ObjectRef>,
     },
 }
 
@@ -85,7 +86,7 @@ impl TargetAddress {
             }
             disposition::REFERENCE_ADDR => {
                 let selected_profile_index = r.read_u32().field("selected_profile_index")?;
-                let ior = ObjectRef::decode(r).field("ior")?;
+                let ior = Box::new(ObjectRef::decode(r).field("ior")?);
                 Ok(TargetAddress::Reference {
                     selected_profile_index,
                     ior,
@@ -140,8 +141,8 @@ pub struct RequestHeader {
     pub response_flags: u8,
     /// The target object.
     pub target: TargetAddress,
-    /// Operation name.
-    pub operation: String,
+    /// Operation name (decoded: a slice of the received frame).
+    pub operation: ByteString,
     /// Service contexts.
     pub service_context: ServiceContextList,
 }
@@ -158,7 +159,7 @@ impl RequestHeader {
             request_id: self.request_id,
             response_flags: self.response_flags,
             target: &self.target,
-            operation: &self.operation,
+            operation: &self.operation[..],
             service_context: &self.service_context.0,
         }
     }
@@ -216,7 +217,7 @@ fn decode_request_inner(
         let response_flags = r.read_octet().field("response_flags")?;
         r.skip(3).field("reserved")?;
         let target = TargetAddress::decode(msg, r).field("target")?;
-        let operation = r.read_string().field("operation")?;
+        let operation = read_string_of(msg, r).field("operation")?;
         let service_context = ServiceContextList::decode_in(msg, r)?;
         r.align_if_remaining(8).field("body")?;
         RequestHeader {
@@ -234,7 +235,7 @@ fn decode_request_inner(
             r.skip(3).field("reserved")?;
         }
         let key = read_octets_of(msg, r).field("object_key")?;
-        let operation = r.read_string().field("operation")?;
+        let operation = read_string_of(msg, r).field("operation")?;
         r.read_octets().field("requesting_principal")?;
         RequestHeader {
             request_id,
@@ -515,7 +516,7 @@ mod tests {
             TargetAddress::Profile(profile.clone()),
             TargetAddress::Reference {
                 selected_profile_index: 0,
-                ior: objref.clone(),
+                ior: Box::new(objref.clone()),
             },
         ] {
             assert_eq!(target.object_key().as_deref(), Some(&b"the-key"[..]));
@@ -548,7 +549,7 @@ mod tests {
         assert_eq!(other.object_key(), None);
         let bad_index = TargetAddress::Reference {
             selected_profile_index: 5,
-            ior: objref,
+            ior: Box::new(objref),
         };
         assert_eq!(bad_index.object_key(), None);
     }
