@@ -56,7 +56,7 @@ pub(crate) fn frame_parts(write_head: impl FnOnce(&mut BytesMut), body: Bytes) -
 pub(crate) struct Upcall {
     conn: Arc<Connection>,
     version: Version,
-    request: Request,
+    request: Box<Request>,
     /// Built when the request was read: its deadline counts from arrival, and a
     /// CancelRequest can mark it even while it waits for a thread.
     ctx: Context,

@@ -316,7 +316,7 @@ fn fragmented_request() -> (Vec<u8>, Vec<u8>) {
     // Little-endian, as captured: build through a decoded frame so it works on any host.
     let frame = Frame {
         version: Version::V1_2,
-        message: Message::Request(Request {
+        message: Message::Request(Box::new(Request {
             header: big_request_header(),
             body: {
                 let mut b = BytesMut::new();
@@ -328,7 +328,7 @@ fn fragmented_request() -> (Vec<u8>, Vec<u8>) {
                     order: ByteOrder::Little,
                 }
             },
-        }),
+        })),
     };
     let mut codec = GiopCodec::new(1 << 20);
     codec.encode(&frame, &mut whole).unwrap();

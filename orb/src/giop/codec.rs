@@ -376,7 +376,7 @@ fn decode_message(h: Header, msg: Bytes) -> Result<Frame, FrameError> {
     let mut r = CdrReader::new(&msg, h.order);
     r.skip(HEADER_LEN)?;
     let message = match h.msg_type {
-        MsgType::Request => Message::Request(decode_request(h.version, &msg, &mut r)?),
+        MsgType::Request => Message::Request(Box::new(decode_request(h.version, &msg, &mut r)?)),
         MsgType::Reply => Message::Reply(decode_reply(h.version, &msg, &mut r)?),
         MsgType::CancelRequest => Message::CancelRequest {
             request_id: r.read_u32().field("request_id").field("CancelRequest")?,

@@ -106,8 +106,9 @@ impl Body {
 /// One decoded GIOP message. Fragments never appear here: the codec reassembles them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Message {
-    /// A Request (type 0).
-    Request(Request),
+    /// A Request (type 0). Boxed: a request header is the largest message by far, and frames
+    /// are moved several times between the socket and the upcall.
+    Request(Box<Request>),
     /// A Reply (type 1).
     Reply(Reply),
     /// A CancelRequest (type 2) for this request id.
