@@ -360,7 +360,7 @@ impl OrbInner {
         match r {
             Ok(_) => {
                 if c.queued_bytes() <= self.config.max_queued_bytes {
-                    let waiters: Vec<_> = lock(&c.drain_waiters).drain(..).collect();
+                    let waiters = std::mem::take(&mut *lock(&c.drain_waiters));
                     for w in waiters {
                         self.lf.complete(&w, Ok(None), None, self);
                     }
@@ -756,8 +756,8 @@ impl OrbInner {
                 [frame, Bytes::new()]
             }
         };
-        let deadline = Instant::now() + self.config.call_timeout;
-        if let Err(e) = self.send_frame_until(conn, parts, deadline) {
+        let timeout = self.config.call_timeout;
+        if let Err(e) = self.send_frame_until(conn, parts, || Instant::now() + timeout) {
             if e.kind == SystemExceptionKind::TIMEOUT {
                 // The peer does not read its replies: give up on it.
                 self.close_connection(conn, CloseCause::Io("peer stopped reading".into()));
@@ -792,17 +792,19 @@ impl OrbInner {
 
     /// Sends a whole frame on `conn`; a failure closes the connection. When the outgoing
     /// queue is over its bound, waits (as a Leader/Followers participant, so this thread can
-    /// lead and flush) until it drains, at most until `deadline`.
+    /// lead and flush) until it drains, at most until `deadline()` (only asked then: a clock
+    /// read per reply otherwise).
     pub(crate) fn send_frame_until(
         &self,
         conn: &Arc<Connection>,
         parts: [Bytes; 2],
-        deadline: Instant,
+        deadline: impl FnOnce() -> Instant,
     ) -> Result<(), SystemException> {
         self.send_frame_parts(conn, parts)?;
         if conn.queued_bytes() <= self.config.max_queued_bytes {
             return Ok(());
         }
+        let deadline = deadline();
         let p = Participant::bound();
         lock(&conn.drain_waiters).push(p.clone());
         // Re-check after registering: the leader may have drained it meanwhile.

@@ -20,7 +20,7 @@ use crate::outbuf;
 use bytes::{Bytes, BytesMut};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 /// What a call sends as its parameters.
@@ -370,7 +370,7 @@ impl OrbInner {
             lock(&conn.pending).insert(request_id, p.clone());
             self.lf.caller_will_wait(self);
         }
-        if let Err(e) = self.send_frame_until(&conn, parts, deadline) {
+        if let Err(e) = self.send_frame_until(&conn, parts, || deadline) {
             lock(&conn.pending).remove(&request_id);
             if participant.is_some() {
                 self.lf.did_not_wait(self);
@@ -424,10 +424,14 @@ impl OrbInner {
         port: u16,
         deadline: Instant,
     ) -> Result<Arc<Connection>, SystemException> {
+        if let Some(c) = LAST_CONNECTION.with_borrow(|last| last.find(self.id, host, port)) {
+            return Ok(c);
+        }
         let slot = lock(&self.outbound).slot(host, port);
         let mut s = lock(&slot);
         if let Some(c) = s.as_ref() {
             if !c.is_closed() {
+                LAST_CONNECTION.with_borrow_mut(|last| last.remember(self.id, host, port, c));
                 return Ok(c.clone());
             }
         }
@@ -468,7 +472,43 @@ impl OrbInner {
             return Err(SystemException::shutdown());
         }
         *s = Some(conn.clone());
+        LAST_CONNECTION.with_borrow_mut(|last| last.remember(self.id, host, port, &conn));
         Ok(conn)
+    }
+}
+
+thread_local! {
+    /// The connection of this thread's last call: a caller in a loop calls the same endpoint,
+    /// and finding it here skips the endpoint map's lock, hash and the slot's lock (callgrind:
+    /// ~150 instructions per call).
+    static LAST_CONNECTION: std::cell::RefCell<LastConnection> = const {
+        std::cell::RefCell::new(LastConnection { orb: 0, port: 0, host: String::new(), conn: Weak::new() })
+    };
+}
+
+/// One thread's cached endpoint → connection. Weak: a cache must not keep a closed
+/// connection's socket open, nor an ORB's connection alive after the ORB.
+struct LastConnection {
+    orb: u64,
+    port: u16,
+    host: String,
+    conn: Weak<Connection>,
+}
+
+impl LastConnection {
+    /// The cached connection, if it is `orb`'s to `host:port` and still open.
+    fn find(&self, orb: u64, host: &str, port: u16) -> Option<Arc<Connection>> {
+        if self.orb != orb || self.port != port || self.host != host {
+            return None;
+        }
+        self.conn.upgrade().filter(|c| !c.is_closed())
+    }
+
+    fn remember(&mut self, orb: u64, host: &str, port: u16, conn: &Arc<Connection>) {
+        self.orb = orb;
+        self.port = port;
+        host.clone_into(&mut self.host);
+        self.conn = Arc::downgrade(conn);
     }
 }
 

@@ -236,6 +236,7 @@ impl OrbBuilder {
             key_counter: AtomicU64::new(0),
             key_nonce: nonce,
             threads: Mutex::new(Vec::new()),
+            id: NEXT_ORB_ID.fetch_add(1, Ordering::Relaxed),
         });
         let mut handles = Vec::new();
         for i in 0..inner.config.threads {
@@ -334,7 +335,12 @@ pub(crate) struct OrbInner {
     key_counter: AtomicU64,
     key_nonce: u64,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Unique among the process's ORBs (a thread's cached connection names its ORB by it).
+    pub(crate) id: u64,
 }
+
+/// The next [`OrbInner::id`].
+static NEXT_ORB_ID: AtomicU64 = AtomicU64::new(1);
 
 impl OrbInner {
     /// A pool thread's (or `run`'s) life: serve unbound until shutdown.

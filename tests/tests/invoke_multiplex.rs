@@ -66,3 +66,64 @@ fn sixty_four_threads_share_one_connection() {
     client_orb.shutdown();
     server.shutdown();
 }
+
+/// A thread that calls the same server through two ORBs in turn uses each ORB's own
+/// connection (a thread remembers its last connection; that must not cross ORBs), and a
+/// connection the server closed is not used again.
+#[test]
+fn one_thread_two_orbs_one_connection_each() {
+    let server = orb::Orb::builder().threads(1).build().unwrap();
+    let (_s, r) = activate_echo(&server);
+    let a = orb::Orb::builder().threads(0).build().unwrap();
+    let b = orb::Orb::builder().threads(0).build().unwrap();
+    let (ca, cb) = (EchoClient::new(&a, r.clone()), EchoClient::new(&b, r));
+    for call in 0..20u32 {
+        for (thread, c) in [(1, &ca), (2, &cb)] {
+            let p = Payload {
+                thread,
+                call,
+                data: payload(thread, call, 16),
+            };
+            assert_eq!(c.echo(p.clone()).unwrap(), p);
+        }
+    }
+    for orb in [&a, &b] {
+        let s = orb.stats();
+        assert_eq!(
+            (s.connections_opened, s.requests_sent, s.replies_received),
+            (1, 20, 20)
+        );
+    }
+    assert_eq!(server.stats().connections_accepted, 2);
+    // The server goes away and another takes its port: the next call connects anew.
+    b.shutdown();
+    let port = server.listen_addrs()[0].port();
+    server.shutdown();
+    drop(server);
+    let again = orb::Orb::builder()
+        .threads(1)
+        .listen(format!("127.0.0.1:{port}"))
+        .build()
+        .unwrap();
+    let _servant = activate_echo(&again);
+    let p = Payload {
+        thread: 1,
+        call: 99,
+        data: payload(1, 99, 16),
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let reply = loop {
+        match ca.echo(p.clone()) {
+            Ok(reply) => break reply,
+            Err(e) if std::time::Instant::now() < deadline => {
+                eprintln!("retrying after {e}");
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => panic!("no reconnect: {e}"),
+        }
+    };
+    assert_eq!(reply, p);
+    assert_eq!(a.stats().connections_opened, 2);
+    a.shutdown();
+    again.shutdown();
+}
