@@ -12,8 +12,8 @@ use crate::exception::{
 };
 use crate::giop::{
     context_id, encode_system_exception, write_locate_reply, write_message_error, write_reply,
-    BiDirListenPoints, Deadline, Frame, FrameError, LocateStatus, Message, ReplyHeader,
-    ReplyStatus, Request, ServiceContextList, Version,
+    BiDirListenPoints, Body, Deadline, Frame, FrameError, LocateStatus, Message, ReplyHeader,
+    ReplyStatus, Request, ServiceContextList, TargetAddress, Version,
 };
 use crate::ior::ObjectRef;
 use crate::lf::{Driver, Lead, Participant};
@@ -60,7 +60,6 @@ pub(crate) struct Upcall {
     /// Built when the request was read: its deadline counts from arrival, and a
     /// CancelRequest can mark it even while it waits for a thread.
     ctx: Context,
-    key: Bytes,
 }
 
 thread_local! {
@@ -163,7 +162,7 @@ impl Driver for OrbInner {
 
     fn lead(&self, p: &Arc<Participant>, deadline: Option<Instant>) -> Lead<Upcall> {
         if p.unbound {
-            if let Some(u) = lock(&self.parked).pop_front() {
+            if let Some(u) = self.parked.pop_front() {
                 return Lead::Upcall(u);
             }
         }
@@ -181,11 +180,11 @@ impl Driver for OrbInner {
     }
 
     fn take_parked(&self) -> Option<Upcall> {
-        lock(&self.parked).pop_front()
+        self.parked.pop_front()
     }
 
     fn has_parked(&self) -> bool {
-        !lock(&self.parked).is_empty()
+        !self.parked.is_empty()
     }
 
     fn wake_leader(&self) {
@@ -209,7 +208,7 @@ impl Driver for OrbInner {
     }
 
     fn has_pending_work(&self) -> bool {
-        self.reactor.has_ready() || !lock(&self.parked).is_empty()
+        self.reactor.has_ready() || !self.parked.is_empty()
     }
 
     fn count_promotion(&self) {
@@ -230,13 +229,23 @@ impl OrbInner {
         held: &mut Option<Arc<Connection>>,
     ) -> Lead<Upcall> {
         let mut polled = false;
+        // The first connection the last poll reported, served straight from the poll rather
+        // than through the ready list (whose lock and reference count cost more than the
+        // rest of reading a small request); the others queue behind it on the list.
+        let mut first = None;
         loop {
-            while let Some(conn) = self.reactor.pop_ready() {
+            while let Some(conn) = first.take().or_else(|| self.reactor.pop_ready()) {
                 let Some(frame) = self.service(&conn, held) else {
                     continue;
                 };
                 let holding = held.as_ref().is_some_and(|h| Arc::ptr_eq(h, &conn));
-                if matches!(frame.message, Message::Reply(_)) && !holding {
+                // Holding writes batches the requests of the callers this leader wakes; for
+                // the leader's own reply (it leaves right after) it would only cost locks.
+                let for_others = match &frame.message {
+                    Message::Reply(r) => p.unbound || !p.awaits(r.header.request_id),
+                    _ => false,
+                };
+                if for_others && !holding {
                     self.release_writes(held);
                     if conn.hold_writes() {
                         *held = Some(conn.clone());
@@ -257,7 +266,10 @@ impl OrbInner {
                 return Lead::Idle;
             }
             let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            match self.reactor.poll(timeout, |ev| self.handle_ready(ev)) {
+            match self
+                .reactor
+                .poll(timeout, |ev| self.handle_ready(ev, &mut first))
+            {
                 Ok(_) => {}
                 Err(e) => {
                     tracing::error!(error = %e, "poll failed");
@@ -277,7 +289,10 @@ impl OrbInner {
         }
     }
 
-    fn handle_ready(&self, ev: Ready) {
+    /// Marks a connection the poll reported readable and puts it in `first` if that is free,
+    /// else on the ready list. (The leader polls only once the list is empty, so `first`
+    /// does not overtake anything queued before the poll.)
+    fn handle_ready(&self, ev: Ready, first: &mut Option<Arc<Connection>>) {
         match ev.entry {
             Entry::Listener(l) => self.accept_all(&l),
             Entry::Conn(c) => {
@@ -289,7 +304,11 @@ impl OrbInner {
                     rs.maybe_readable = true;
                     rs.read_closed |= ev.read_closed;
                     drop(rs);
-                    self.reactor.push_ready(c);
+                    if first.is_none() {
+                        *first = Some(c);
+                    } else {
+                        self.reactor.push_ready(c);
+                    }
                 }
             }
         }
@@ -410,8 +429,11 @@ impl OrbInner {
             frame = rs.poll_frame();
         }
         let now = rs.buffered();
-        let before = conn.accounted.swap(now, Ordering::Relaxed);
-        self.stats.account_buffer(before, now);
+        // Changed under the read lock only: no atomic swap when it stays the same.
+        if conn.accounted.load(Ordering::Relaxed) != now {
+            let before = conn.accounted.swap(now, Ordering::Relaxed);
+            self.stats.account_buffer(before, now);
+        }
         let more = rs.has_frames() || rs.maybe_readable;
         drop(rs);
         if eof {
@@ -476,12 +498,16 @@ impl OrbInner {
                     .get(context_id::DEADLINE)
                     .and_then(|d| Deadline::from_context_data(d).ok())
                     .map(|d| Instant::now() + d.0);
-                let key = h.target.object_key().unwrap_or_default();
                 let request_id = h.request_id;
+                // Moved out of the header (nothing reads it there again), not cloned.
+                let key = match &mut request.header.target {
+                    TargetAddress::Key(k) => std::mem::take(k),
+                    other => other.object_key().unwrap_or_default(),
+                };
                 let ctx = Context::for_upcall(
                     // Moved, not copied: the upcall reads it from the context.
                     std::mem::take(&mut request.header.operation),
-                    key.clone(),
+                    key,
                     request_id,
                     Some(conn.peer),
                     deadline,
@@ -494,10 +520,9 @@ impl OrbInner {
                     version,
                     request,
                     ctx,
-                    key,
                 };
                 if !p.unbound && !self.config.nested_upcalls {
-                    lock(&self.parked).push_back(u);
+                    self.parked.push_back(u);
                     if self.lf.has_idle_unbound() {
                         return Handled::Parked;
                     }
@@ -592,19 +617,21 @@ impl OrbInner {
             version,
             request,
             ctx,
-            key,
         } = u;
-        let h = &request.header;
+        let key = ctx.object_key();
+        let (request_id, twoway) = (
+            request.header.request_id,
+            request.header.response_expected(),
+        );
         let deadline = ctx.deadline();
         let span = tracing::debug_span!(
             "upcall",
-            request_id = h.request_id,
+            request_id,
             operation = ctx.operation(),
-            object_key = %String::from_utf8_lossy(&key),
+            object_key = %String::from_utf8_lossy(key),
             peer = %conn.peer,
         );
         let _enter = span.enter();
-        let twoway = h.response_expected();
         let depth = DEPTH.with(|d| {
             let v = d.get();
             d.set(v + 1);
@@ -618,7 +645,7 @@ impl OrbInner {
                 tracing::debug!("request cancelled before it started; not dispatched");
                 return ReplyBody::System(SystemException::timeout("cancelled before dispatch"));
             }
-            self.dispatch(&request, &key, &ctx)
+            self.dispatch(request.body, key, &ctx)
         }))
         .unwrap_or_else(|panic| {
             let what = panic
@@ -643,11 +670,11 @@ impl OrbInner {
         // before this thread is back to lead: stop watching for the short rest of the way.
         self.lf.user_code_done(self);
         if twoway {
-            lock(&conn.running).remove(&h.request_id);
+            lock(&conn.running).remove(&request_id);
             if ctx.is_cancelled() {
                 tracing::debug!("reply dropped: request was cancelled");
             } else {
-                self.send_reply(&conn, version, h.request_id, body);
+                self.send_reply(&conn, version, request_id, body);
             }
         }
         drop(_enter);
@@ -663,7 +690,7 @@ impl OrbInner {
         }
     }
 
-    fn dispatch(&self, request: &Request, key: &Bytes, ctx: &Context) -> ReplyBody {
+    fn dispatch(&self, body: Body, key: &Bytes, ctx: &Context) -> ReplyBody {
         let op = ctx.operation();
         let Some(servant) = self.adapter.get(key) else {
             return ReplyBody::System(SystemException::object_not_exist(format!(
@@ -679,7 +706,7 @@ impl OrbInner {
             ))
         };
         match op {
-            "_is_a" => match request.body.reader().read_string() {
+            "_is_a" => match body.reader().read_string() {
                 Ok(id) => ReplyBody::Bool(servant.is_a(&id)),
                 Err(e) => marshal(e),
             },
@@ -687,7 +714,7 @@ impl OrbInner {
             "_interface" | "_get_interface" | "_implementation" => ReplyBody::System(
                 SystemException::new(SystemExceptionKind::NO_IMPLEMENT, 0, CompletionStatus::No),
             ),
-            _ => match request.body.octets() {
+            _ => match body.into_octets() {
                 Err(e) => marshal(e),
                 Ok(params) => match servant.dispatch(op, params, ctx) {
                     Ok(b) => ReplyBody::Octets(b),

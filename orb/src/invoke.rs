@@ -124,7 +124,7 @@ impl Orb {
 /// exception (id and octets), or the system exception the reply stands for.
 fn octets_reply(reply: Reply) -> Result<Bytes, Exception> {
     match reply.header.status {
-        ReplyStatus::NoException => reply.body.octets().map_err(|e| {
+        ReplyStatus::NoException => reply.body.into_octets().map_err(|e| {
             SystemException::marshal(minor::BAD_REPLY, CompletionStatus::Yes, e.to_string()).into()
         }),
         ReplyStatus::UserException => {
@@ -366,6 +366,7 @@ impl OrbInner {
         };
         let participant = twoway.then(Participant::bound);
         if let Some(p) = &participant {
+            p.will_await(request_id);
             // Registered before the request is written: the reply can arrive first.
             lock(&conn.pending).insert(request_id, p.clone());
             self.lf.caller_will_wait(self);

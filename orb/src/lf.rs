@@ -95,6 +95,9 @@ pub(crate) struct Participant {
     pub(crate) unbound: bool,
     cv: Condvar,
     slot: Mutex<Option<Completion>>,
+    /// The request id this (bound) participant waits for, plus one; 0 for none. Only a hint
+    /// for its own thread (see [`awaits`](Self::awaits)).
+    awaited: AtomicU64,
 }
 
 impl Participant {
@@ -127,6 +130,19 @@ impl Participant {
         drop(p);
     }
 
+    /// Notes the request id whose reply this participant will wait for.
+    pub(crate) fn will_await(&self, request_id: u32) {
+        self.awaited
+            .store(u64::from(request_id) + 1, Ordering::Relaxed);
+    }
+
+    /// Whether a reply with `request_id` is (probably) the one this participant waits for:
+    /// ids are per connection, so another connection's reply may match too. Only for
+    /// choices that are safe either way.
+    pub(crate) fn awaits(&self, request_id: u32) -> bool {
+        self.awaited.load(Ordering::Relaxed) == u64::from(request_id) + 1
+    }
+
     /// A pool thread.
     pub(crate) fn unbound() -> Arc<Self> {
         Arc::new(Self::new(true))
@@ -138,6 +154,7 @@ impl Participant {
             unbound,
             cv: Condvar::new(),
             slot: Mutex::new(None),
+            awaited: AtomicU64::new(0),
         }
     }
 

@@ -229,7 +229,7 @@ impl OrbBuilder {
             adapter: Adapter::default(),
             stats: Stats::default(),
             outbound: Mutex::new(EndpointMap::default()),
-            parked: Mutex::new(std::collections::VecDeque::new()),
+            parked: crate::sync::Queue::default(),
             shutting_down: AtomicBool::new(false),
             upcalls_running: AtomicUsize::new(0),
             upcalls_done: (Mutex::new(()), Condvar::new()),
@@ -328,7 +328,7 @@ pub(crate) struct OrbInner {
     pub(crate) outbound: Mutex<EndpointMap>,
     /// Requests read by a bound leader while nested upcalls are disabled, waiting for a pool
     /// thread.
-    pub(crate) parked: Mutex<std::collections::VecDeque<crate::driver::Upcall>>,
+    pub(crate) parked: crate::sync::Queue<crate::driver::Upcall>,
     pub(crate) shutting_down: AtomicBool,
     pub(crate) upcalls_running: AtomicUsize,
     pub(crate) upcalls_done: (Mutex<()>, Condvar),
@@ -496,7 +496,7 @@ impl Orb {
         lock(&inner.outbound).clear();
         // 4. Stop the pool.
         inner.lf.shutdown(&**inner);
-        lock(&inner.parked).clear();
+        inner.parked.clear();
         inner.reactor.clear_ready();
         self.join_threads();
         tracing::debug!("orb shut down");

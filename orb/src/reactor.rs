@@ -21,12 +21,12 @@
 //! reading at a budget). The leader serves it before polling.
 
 use crate::connection::{lock, Connection};
+use crate::sync::Queue;
 use mio::net::TcpListener;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use rustix::event::epoll;
 use slab::Slab;
-use std::collections::VecDeque;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
@@ -67,7 +67,7 @@ pub(crate) struct Reactor {
     registry: Registry,
     waker: Waker,
     slots: Mutex<(Slab<Slot>, u32)>,
-    ready: Mutex<VecDeque<Arc<Connection>>>,
+    ready: Queue<Arc<Connection>>,
     standby: Standby,
 }
 
@@ -113,7 +113,7 @@ impl Reactor {
             registry,
             waker,
             slots: Mutex::new((Slab::new(), 0)),
-            ready: Mutex::new(VecDeque::new()),
+            ready: Queue::default(),
             standby,
         })
     }
@@ -157,7 +157,7 @@ impl Reactor {
 
     /// Whether connections wait on the ready list.
     pub(crate) fn has_ready(&self) -> bool {
-        !lock(&self.ready).is_empty()
+        !self.ready.is_empty()
     }
 
     /// Reserves a token for an entry built by `make` (which gets the token).
@@ -264,17 +264,17 @@ impl Reactor {
 
     /// Puts a connection on the ready list.
     pub(crate) fn push_ready(&self, c: Arc<Connection>) {
-        lock(&self.ready).push_back(c);
+        self.ready.push_back(c);
     }
 
     /// Takes the next connection from the ready list.
     pub(crate) fn pop_ready(&self) -> Option<Arc<Connection>> {
-        lock(&self.ready).pop_front()
+        self.ready.pop_front()
     }
 
     /// Drops everything on the ready list.
     pub(crate) fn clear_ready(&self) {
-        lock(&self.ready).clear();
+        self.ready.clear();
     }
 
     /// Waits for readiness (leader only) and hands each resolved event to `handle`, without

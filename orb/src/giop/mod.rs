@@ -31,7 +31,7 @@ pub use service_context::{
 };
 
 use crate::cdr::{ByteOrder, CdrReader};
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 /// The operation name's type in a decoded request: UTF-8 sharing the received frame's
 /// buffer, so decoding a request allocates no string.
 pub use bytestring::ByteString;
@@ -91,6 +91,20 @@ impl Body {
     /// returns those octets as a zero-copy slice. Trailing bytes are an error (omniORB's
     /// strictIIOP rule).
     pub fn octets(&self) -> Result<Bytes, crate::cdr::DecodeError> {
+        Ok(self.bytes.slice(self.octets_range()?))
+    }
+
+    /// [`octets`](Self::octets), narrowing this body's bytes to the octets instead of
+    /// slicing them: no reference count changes hands.
+    pub fn into_octets(self) -> Result<Bytes, crate::cdr::DecodeError> {
+        let range = self.octets_range()?;
+        let mut bytes = self.bytes;
+        bytes.truncate(range.end);
+        bytes.advance(range.start);
+        Ok(bytes)
+    }
+
+    fn octets_range(&self) -> Result<std::ops::Range<usize>, crate::cdr::DecodeError> {
         let mut r = self.reader();
         let range = r.read_octets_range()?;
         if r.remaining() != 0 {
@@ -99,7 +113,7 @@ impl Body {
                 r.position(),
             ));
         }
-        Ok(self.bytes.slice(range))
+        Ok(range)
     }
 }
 
@@ -270,6 +284,35 @@ mod tests {
         assert_eq!(r.remaining(), 0);
         let range = msg.as_ptr_range();
         assert!(range.contains(&s.as_ptr()), "the name was copied");
+    }
+
+    #[test]
+    fn octets_are_the_same_sliced_or_narrowed() {
+        for (offset, order) in [
+            (0, ByteOrder::Little),
+            (12, ByteOrder::Big),
+            (5, ByteOrder::Big),
+        ] {
+            let mut buf = BytesMut::new();
+            let mut w = CdrWriter::with_offset(&mut buf, order, offset);
+            w.write_octets(b"payload");
+            let body = Body {
+                bytes: buf.freeze(),
+                offset,
+                order,
+            };
+            let sliced = body.octets().unwrap();
+            assert_eq!(&sliced[..], b"payload");
+            assert_eq!(body.clone().into_octets().unwrap(), sliced);
+            let mut long = BytesMut::from(&body.bytes[..]);
+            long.extend_from_slice(&[0]);
+            let trailing = Body {
+                bytes: long.freeze(),
+                ..body
+            };
+            assert!(trailing.octets().is_err());
+            assert!(trailing.into_octets().is_err());
+        }
     }
 
     #[test]
