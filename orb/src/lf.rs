@@ -95,6 +95,10 @@ pub(crate) struct Participant {
     pub(crate) unbound: bool,
     cv: Condvar,
     slot: Mutex<Option<Completion>>,
+    /// Whether `slot` holds a completion: written under the slot's lock, read without it
+    /// (callers check it after every frame and before every sleep; a lock and an unlock are
+    /// the dearest instructions on that path).
+    done: AtomicBool,
     /// The request id this (bound) participant waits for, plus one; 0 for none. Only a hint
     /// for its own thread (see [`awaits`](Self::awaits)).
     awaited: AtomicU64,
@@ -109,6 +113,7 @@ impl Participant {
             if let Some(q) = Arc::get_mut(&mut p) {
                 q.id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
                 *q.slot.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
+                q.done = AtomicBool::new(false);
                 return p;
             }
         }
@@ -154,18 +159,21 @@ impl Participant {
             unbound,
             cv: Condvar::new(),
             slot: Mutex::new(None),
+            done: AtomicBool::new(false),
             awaited: AtomicU64::new(0),
         }
     }
 
     /// Whether the reply (or a failure) has been handed to this participant.
     pub(crate) fn is_complete(&self) -> bool {
-        lock(&self.slot).is_some()
+        self.done.load(Ordering::Acquire)
     }
 
     /// Takes the completion out of the slot.
     pub(crate) fn take(&self) -> Option<Completion> {
-        lock(&self.slot).take()
+        let mut slot = lock(&self.slot);
+        self.done.store(false, Ordering::Release);
+        slot.take()
     }
 }
 
@@ -306,6 +314,9 @@ pub(crate) struct Lf {
     /// `disarm`); read without it only as a hint, by `user_code_done`, which runs on every
     /// call and upcall and has nothing to do when nothing is armed.
     armed: AtomicBool,
+    /// `State::shutdown`, readable without the promotion lock (the leader asks before
+    /// every poll). Set under the lock, after which `shutdown` wakes the leader anyway.
+    shut: AtomicBool,
 }
 
 impl Lf {
@@ -313,6 +324,7 @@ impl Lf {
         Lf {
             state: Mutex::new(State::default()),
             armed: AtomicBool::new(false),
+            shut: AtomicBool::new(false),
         }
     }
 
@@ -597,6 +609,7 @@ impl Lf {
                 return; // first completion wins (a reply racing a connection failure)
             }
             *slot = Some(c);
+            q.done.store(true, Ordering::Release);
         }
         let mut st = lock(&self.state);
         let leading = st.leader == Some(q.id);
@@ -627,6 +640,7 @@ impl Lf {
         let st = {
             let mut st = lock(&self.state);
             st.shutdown = true;
+            self.shut.store(true, Ordering::Release);
             std::mem::take(&mut st.followers)
         };
         for f in st {
@@ -638,7 +652,7 @@ impl Lf {
 
     /// Whether `shutdown` was called.
     pub(crate) fn is_shutdown(&self) -> bool {
-        lock(&self.state).shutdown
+        self.shut.load(Ordering::Acquire)
     }
 }
 
@@ -659,6 +673,8 @@ mod tests {
     fn a_participant_is_reused_only_when_nobody_else_holds_it() {
         let p = Participant::bound();
         *lock(&p.slot) = Some(Ok(None));
+        p.done.store(true, Ordering::Release);
+        assert!(p.is_complete());
         let (addr, id) = (Arc::as_ptr(&p), p.id);
         Participant::recycle(p);
         let q = Participant::bound();
