@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Instructions and atomic read-modify-writes per `lat` call, server and client, counted by
+# callgrind: numbers that do not move with the machine's load, unlike wall-clock time.
+#
+#   examples/bench/callgrind.sh            # both sides: instructions and atomics per call
+#   examples/bench/callgrind.sh --where    # also: where the atomics are (source lines)
+#
+# Needs valgrind, objdump (binutils), addr2line (for --where) and python3.
+#
+# Per call = (run of 22,000 calls - run of 2,200 calls) / 19,800, so start-up and shutdown
+# cancel out. An "atomic" is an executed `lock`-prefixed instruction or an `xchg` with memory
+# (what locks, reference counts and atomic counters compile to): callgrind counts one as one
+# instruction, but on the 2-vCPU Xeon of PROFILE.md one costs ~6 ns (a lock and its unlock
+# ~12 ns), as much as ~25 ordinary instructions. Only the benchmark binary's own code is
+# counted (the ORB, std, bytes, prost...), not libc's.
+set -euo pipefail
+
+where=0
+[[ "${1:-}" == "--where" ]] && where=1
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+target="${CARGO_TARGET_DIR:-$root/target}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+for tool in valgrind objdump python3; do
+    command -v "$tool" > /dev/null || { echo "callgrind.sh: needs $tool" >&2; exit 1; }
+done
+(cd "$root" && CARGO_PROFILE_PERF_DEBUG=line-tables-only cargo build --quiet --profile perf -p orb-bench)
+bin="$target/perf/orb-bench"
+
+# One lat run under callgrind (server and client); $1 names it, $2 is "--quick" or empty.
+run() {
+    valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$work/server-$1.out" \
+        "$bin" server --port 0 --threads 2 2> "$work/server-$1.err" > /dev/null &
+    local pid=$! port=""
+    for _ in $(seq 200); do
+        port="$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/server-$1.err")"
+        [[ -n "$port" ]] && break
+        sleep 0.1
+    done
+    [[ -n "$port" ]] || { echo "callgrind.sh: the server did not start" >&2; exit 1; }
+    valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$work/client-$1.out" \
+        "$bin" client --port "$port" lat $2 > /dev/null 2> "$work/client-$1.err"
+    kill -TERM "$pid"
+    wait "$pid" 2> /dev/null || true
+}
+run quick --quick
+run full ""
+objdump -d --no-show-raw-insn "$bin" | awk '/\tlock |\txchg .*\(/ { sub(":", "", $1); print $1 }' \
+    > "$work/atomic-addrs"
+
+python3 - "$work" "$bin" "$where" << 'EOF'
+import collections, re, subprocess, sys
+
+work, binary, where = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+atomic = {int(a, 16) for a in open(f"{work}/atomic-addrs").read().split()}
+CALLS = 22000 - 2200
+
+def parse(path):
+    """Total Ir and executed atomics per instruction address of the benchmark binary."""
+    total, atomics = 0, collections.Counter()
+    names, obj, addr, line, after_calls = {}, None, 0, 0, False
+    def num(tok, prev):
+        if tok == "*":
+            return prev
+        if tok.startswith("0x"):
+            return int(tok, 16)
+        if tok[0] in "+-":
+            return prev + int(tok)
+        return int(tok)
+    for raw in open(path):
+        if raw.startswith("summary:"):
+            total = int(raw.split()[1])
+        m = re.match(r"(c?ob)=\((\d+)\)\s*(.*)", raw.strip())
+        if m:
+            if m.group(3):
+                names[m.group(2)] = m.group(3)
+            if m.group(1) == "ob":
+                obj = names.get(m.group(2))
+            continue
+        if raw.startswith("calls="):
+            after_calls = True  # the next cost line is the call's inclusive cost
+            continue
+        if not raw or not (raw[0].isdigit() or raw[0] in "+-*"):
+            continue
+        parts = raw.split()
+        if len(parts) < 3:
+            continue
+        addr, line = num(parts[0], addr), num(parts[1], line)
+        if after_calls:
+            after_calls = False
+            continue
+        if obj and obj.endswith("orb-bench") and addr in atomic:
+            atomics[addr] += int(parts[2])
+    return total, atomics
+
+for side in ("server", "client"):
+    (tq, aq), (tf, af) = parse(f"{work}/{side}-quick.out"), parse(f"{work}/{side}-full.out")
+    per = {a: (af[a] - aq[a]) / CALLS for a in af}
+    print(f"{side}: {(tf - tq) / CALLS:,.0f} instructions, "
+          f"{sum(per.values()):.1f} atomic read-modify-writes per call")
+    if where:
+        for addr, n in sorted(per.items(), key=lambda kv: -kv[1]):
+            if n < 0.5:
+                continue
+            out = subprocess.run(["addr2line", "-f", "-i", "-C", "-e", binary, hex(addr)],
+                                 capture_output=True, text=True).stdout.split("\n")
+            chain = [loc.split("/")[-1] for loc in out[1::2]
+                     if any(k in loc for k in ("orb/src", "bytes-", "examples/", "prost-"))]
+            print(f"  {n:5.1f}  {' <- '.join(chain[:4]) or hex(addr)}")
+EOF
