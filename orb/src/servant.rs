@@ -64,8 +64,19 @@ impl Context {
         peer: Option<SocketAddr>,
         deadline: Option<Instant>,
     ) -> Self {
+        let operation = ByteString::from(operation.into());
+        Context::fresh(operation, object_key, request_id, peer, deadline)
+    }
+
+    fn fresh(
+        operation: ByteString,
+        object_key: Bytes,
+        request_id: u32,
+        peer: Option<SocketAddr>,
+        deadline: Option<Instant>,
+    ) -> Self {
         let inner = ContextInner {
-            operation: ByteString::from(operation.into()),
+            operation,
             object_key,
             request_id,
             peer,
@@ -97,17 +108,7 @@ impl Context {
                 return Context { inner };
             }
         }
-        let inner = ContextInner {
-            operation,
-            object_key,
-            request_id,
-            peer,
-            deadline,
-            cancelled: AtomicBool::new(false),
-        };
-        Context {
-            inner: Arc::new(inner),
-        }
+        Context::fresh(operation, object_key, request_id, peer, deadline)
     }
 
     /// Keeps this context as the thread's spare once its upcall is over, if nothing else

@@ -201,18 +201,24 @@ pub(crate) fn end_message(dst: &mut BytesMut, start: usize, order: ByteOrder) {
 pub(crate) fn rest_as_body(msg: &Bytes, r: &mut CdrReader<'_>) -> Body {
     let offset = r.position();
     let rest = r.rest();
-    let bytes = match msg.get(offset..offset.saturating_add(rest.len())) {
-        Some(s) if std::ptr::eq(s.as_ptr(), rest.as_ptr()) => {
-            msg.slice(offset..offset + rest.len())
-        }
-        _ => Bytes::copy_from_slice(rest),
-    };
+    let bytes = share(msg, offset, rest);
     // Consume what the body took; `skip` cannot fail for exactly `remaining()` bytes.
     let _ = r.skip(rest.len());
     Body {
         bytes,
         offset,
         order: r.order(),
+    }
+}
+
+/// `bytes`, which a reader over `msg` returned from logical position `at`, as a zero-copy
+/// slice of `msg`; a copy if the reader was over other bytes after all (see [`rest_as_body`]:
+/// a logical position is an index into `msg` only for a reader with its origin at `msg[0]`).
+fn share(msg: &Bytes, at: usize, bytes: &[u8]) -> Bytes {
+    let range = at..at.saturating_add(bytes.len());
+    match msg.get(range.clone()) {
+        Some(s) if std::ptr::eq(s.as_ptr(), bytes.as_ptr()) => msg.slice(range),
+        _ => Bytes::copy_from_slice(bytes),
     }
 }
 
@@ -223,15 +229,7 @@ pub(crate) fn read_octets_of(
     r: &mut CdrReader<'_>,
 ) -> Result<Bytes, crate::cdr::DecodeError> {
     let bytes = r.read_octets()?;
-    // Logical position of the first octet = its index in `msg`.
-    let start = r.position() - bytes.len();
-    match msg.get(start..start + bytes.len()) {
-        Some(s) if std::ptr::eq(s.as_ptr(), bytes.as_ptr()) => {
-            Ok(msg.slice(start..start + bytes.len()))
-        }
-        // The reader was not over `msg` after all: fall back to a copy.
-        _ => Ok(Bytes::copy_from_slice(bytes)),
-    }
+    Ok(share(msg, r.position() - bytes.len(), bytes))
 }
 
 /// Reads a CDR string from `r` as a zero-copy slice of `msg`, without its NUL (same
@@ -243,12 +241,8 @@ pub(crate) fn read_string_of(
     let at = r.position();
     let text = r.read_string_bytes()?;
     let not_utf8 = || crate::cdr::DecodeError::new(crate::cdr::DecodeErrorKind::NotUtf8, at);
-    // Logical position of the first byte = its index in `msg` (the NUL follows the text).
-    let start = r.position() - text.len() - 1;
-    let bytes = match msg.get(start..start + text.len()) {
-        Some(s) if std::ptr::eq(s.as_ptr(), text.as_ptr()) => msg.slice(start..start + text.len()),
-        _ => Bytes::copy_from_slice(text),
-    };
+    // The NUL follows the text.
+    let bytes = share(msg, r.position() - text.len() - 1, text);
     ByteString::try_from(bytes).map_err(|_| not_utf8())
 }
 
