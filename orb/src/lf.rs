@@ -114,6 +114,7 @@ impl Participant {
                 q.id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
                 *q.slot.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
                 q.done = AtomicBool::new(false);
+                *q.awaited.get_mut() = 0;
                 return p;
             }
         }
@@ -674,7 +675,8 @@ mod tests {
         let p = Participant::bound();
         *lock(&p.slot) = Some(Ok(None));
         p.done.store(true, Ordering::Release);
-        assert!(p.is_complete());
+        p.will_await(5);
+        assert!(p.is_complete() && p.awaits(5));
         let (addr, id) = (Arc::as_ptr(&p), p.id);
         Participant::recycle(p);
         let q = Participant::bound();
@@ -684,6 +686,7 @@ mod tests {
             !q.is_complete(),
             "a reused participant keeps its old completion"
         );
+        assert!(!q.awaits(5), "a reused participant awaits its old request");
         let held = q.clone();
         Participant::recycle(q);
         let r = Participant::bound();
