@@ -429,7 +429,8 @@ impl OrbInner {
             frame = rs.poll_frame();
         }
         let now = rs.buffered();
-        // Changed under the read lock only: no atomic swap when it stays the same.
+        // Nothing to account when it is unchanged: skip the atomic swap. (`close_connection`
+        // swaps it to 0 without the read lock; either order accounts each byte once.)
         if conn.accounted.load(Ordering::Relaxed) != now {
             let before = conn.accounted.swap(now, Ordering::Relaxed);
             self.stats.account_buffer(before, now);

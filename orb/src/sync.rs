@@ -13,6 +13,10 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+use crate::connection::lock as std_lock;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 /// A FIFO behind a mutex, with its length kept beside it so that "is it empty?" (asked on
 /// every call and every poll, and nearly always answered yes) needs no lock: a lock and an
 /// unlock are two atomic read-modify-writes, the dearest instructions on the request path.
@@ -26,15 +30,15 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Not part of the loom model (the reactor and the driver are not), so always std's mutex.
 #[derive(Debug)]
 pub(crate) struct Queue<T> {
-    items: std::sync::Mutex<std::collections::VecDeque<T>>,
-    len: std::sync::atomic::AtomicUsize,
+    items: std::sync::Mutex<VecDeque<T>>,
+    len: AtomicUsize,
 }
 
 impl<T> Default for Queue<T> {
     fn default() -> Self {
         Queue {
-            items: std::sync::Mutex::new(std::collections::VecDeque::new()),
-            len: std::sync::atomic::AtomicUsize::new(0),
+            items: std::sync::Mutex::new(VecDeque::new()),
+            len: AtomicUsize::new(0),
         }
     }
 }
@@ -42,10 +46,9 @@ impl<T> Default for Queue<T> {
 impl<T> Queue<T> {
     /// Appends `item`.
     pub(crate) fn push_back(&self, item: T) {
-        let mut q = self.items.lock().unwrap_or_else(|p| p.into_inner());
+        let mut q = std_lock(&self.items);
         q.push_back(item);
-        self.len
-            .store(q.len(), std::sync::atomic::Ordering::Release);
+        self.len.store(q.len(), Ordering::Release);
     }
 
     /// Takes the first item; no lock when the queue looks empty.
@@ -53,23 +56,22 @@ impl<T> Queue<T> {
         if self.is_empty() {
             return None;
         }
-        let mut q = self.items.lock().unwrap_or_else(|p| p.into_inner());
+        let mut q = std_lock(&self.items);
         let item = q.pop_front();
-        self.len
-            .store(q.len(), std::sync::atomic::Ordering::Release);
+        self.len.store(q.len(), Ordering::Release);
         item
     }
 
     /// Whether the queue looks empty (no lock).
     pub(crate) fn is_empty(&self) -> bool {
-        self.len.load(std::sync::atomic::Ordering::Acquire) == 0
+        self.len.load(Ordering::Acquire) == 0
     }
 
     /// Drops every item.
     pub(crate) fn clear(&self) {
-        let mut q = self.items.lock().unwrap_or_else(|p| p.into_inner());
+        let mut q = std_lock(&self.items);
         let items = std::mem::take(&mut *q);
-        self.len.store(0, std::sync::atomic::Ordering::Release);
+        self.len.store(0, Ordering::Release);
         drop(q);
         drop(items);
     }

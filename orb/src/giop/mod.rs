@@ -240,10 +240,10 @@ pub(crate) fn read_string_of(
 ) -> Result<ByteString, crate::cdr::DecodeError> {
     let at = r.position();
     let text = r.read_string_bytes()?;
-    let not_utf8 = || crate::cdr::DecodeError::new(crate::cdr::DecodeErrorKind::NotUtf8, at);
     // The NUL follows the text.
     let bytes = share(msg, r.position() - text.len() - 1, text);
-    ByteString::try_from(bytes).map_err(|_| not_utf8())
+    ByteString::try_from(bytes)
+        .map_err(|_| crate::cdr::DecodeError::new(crate::cdr::DecodeErrorKind::NotUtf8, at))
 }
 
 fn put_u32_native(dst: &mut BytesMut, v: u32) {
@@ -258,6 +258,13 @@ mod tests {
     use super::*;
     use crate::cdr::{CdrWriter, DecodeErrorKind};
 
+    /// Reads back, after a 4-byte id, the string `string_at` wrote; and what is left.
+    fn read_back(msg: &Bytes) -> (Result<ByteString, crate::cdr::DecodeError>, usize) {
+        let mut r = CdrReader::new(msg, ByteOrder::Little);
+        r.skip(4).unwrap();
+        (read_string_of(msg, &mut r), r.remaining())
+    }
+
     fn string_at(text: &[u8]) -> Bytes {
         let mut buf = BytesMut::new();
         let mut w = CdrWriter::new(&mut buf, ByteOrder::Little);
@@ -271,11 +278,10 @@ mod tests {
     #[test]
     fn a_string_is_read_as_a_slice_of_the_message() {
         let msg = string_at(b"echo");
-        let mut r = CdrReader::new(&msg, ByteOrder::Little);
-        r.skip(4).unwrap();
-        let s = read_string_of(&msg, &mut r).unwrap();
+        let (s, left) = read_back(&msg);
+        let s = s.unwrap();
         assert_eq!(s, "echo");
-        assert_eq!(r.remaining(), 0);
+        assert_eq!(left, 0);
         let range = msg.as_ptr_range();
         assert!(range.contains(&s.as_ptr()), "the name was copied");
     }
@@ -312,9 +318,7 @@ mod tests {
     #[test]
     fn a_string_that_is_not_utf8_is_a_decode_error() {
         let msg = string_at(b"ec\xffho");
-        let mut r = CdrReader::new(&msg, ByteOrder::Little);
-        r.skip(4).unwrap();
-        let e = read_string_of(&msg, &mut r).unwrap_err();
+        let e = read_back(&msg).0.unwrap_err();
         assert_eq!(e.kind(), &DecodeErrorKind::NotUtf8);
         assert_eq!(e.offset(), 4);
     }
