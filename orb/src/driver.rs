@@ -195,8 +195,8 @@ impl Driver for OrbInner {
         true
     }
 
-    fn wait_standby(&self) {
-        self.reactor.wait_standby();
+    fn wait_standby(&self, timeout: Option<Duration>) {
+        self.reactor.wait_standby(timeout);
     }
 
     fn wake_standby(&self) {
@@ -217,6 +217,12 @@ impl Driver for OrbInner {
 
     fn count_wakeup(&self) {
         self.stats.follower_wakeups.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn count_tick_takeover(&self) {
+        self.stats
+            .standby_tick_takeovers
+            .fetch_add(1, Ordering::Relaxed);
     }
 }
 

@@ -32,7 +32,10 @@
 //! - That promotion is lazy when nothing else is pending: an idle pool thread waits as the
 //!   *standby* in a poll set that watches the event loop, and the leader merely arms it. The
 //!   standby wakes only if an event arrives while the upcall runs; otherwise the upcall
-//!   thread leads again afterwards and nobody was woken.
+//!   thread leads again afterwards and nobody was woken. After 64 upcalls in a row that
+//!   needed no standby, even arming stops (*tick mode*: the standby checks every 10 ms
+//!   instead, saving two system calls per request); see
+//!   [`standby_tick`](crate::OrbBuilder::standby_tick) for what that trades.
 //! - A pool thread that hands a caller its reply, with no other caller waiting, stands aside
 //!   the same way (the role vacant, the standby armed): a caller in a request-reply loop then
 //!   leads its own next wait and reads its reply itself. With many callers waiting, a pool

@@ -118,11 +118,12 @@ impl Reactor {
         })
     }
 
-    /// Blocks the standby until it is woken or, while armed, the main poll set has events.
-    pub(crate) fn wait_standby(&self) {
+    /// Blocks the standby until it is woken or, while armed, the main poll set has events;
+    /// at most for `timeout`.
+    pub(crate) fn wait_standby(&self, timeout: Option<Duration>) {
         let mut g = lock(&self.standby.poll);
         let (poll, events) = &mut *g;
-        if let Err(e) = poll.poll(events, None) {
+        if let Err(e) = poll.poll(events, timeout) {
             if e.kind() != io::ErrorKind::Interrupted {
                 tracing::error!(error = %e, "standby poll failed");
                 // Do not spin: the caller re-checks the pool state and waits again.

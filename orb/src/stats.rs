@@ -16,6 +16,7 @@ pub(crate) struct Stats {
     pub(crate) late_replies_dropped: AtomicU64,
     pub(crate) leader_promotions: AtomicU64,
     pub(crate) follower_wakeups: AtomicU64,
+    pub(crate) standby_tick_takeovers: AtomicU64,
     pub(crate) upcalls_cancelled: AtomicU64,
     pub(crate) protocol_errors: AtomicU64,
     pub(crate) read_buffer_bytes: AtomicUsize,
@@ -46,6 +47,11 @@ pub struct OrbStats {
     pub leader_promotions: u64,
     /// Times a sleeping follower was woken (promotion or reply hand-off).
     pub follower_wakeups: u64,
+    /// Times the standby, woken by its tick in tick mode, took the leader role over from an
+    /// upcall that had held it for half a tick or more (see [`OrbBuilder::standby_tick`]).
+    ///
+    /// [`OrbBuilder::standby_tick`]: crate::OrbBuilder::standby_tick
+    pub standby_tick_takeovers: u64,
     /// Upcalls marked cancelled by a CancelRequest.
     pub upcalls_cancelled: u64,
     /// Connections closed for a protocol error.
@@ -73,6 +79,7 @@ impl Stats {
             late_replies_dropped: r(&self.late_replies_dropped),
             leader_promotions: r(&self.leader_promotions),
             follower_wakeups: r(&self.follower_wakeups),
+            standby_tick_takeovers: r(&self.standby_tick_takeovers),
             upcalls_cancelled: r(&self.upcalls_cancelled),
             protocol_errors: r(&self.protocol_errors),
             read_buffer_bytes: self.read_buffer_bytes.load(Ordering::Relaxed),

@@ -1,0 +1,119 @@
+//! Tick mode (`OrbBuilder::standby_tick`): after a run of one-at-a-time calls the pool stops
+//! arming its standby before each upcall, and the standby's tick alone keeps the event loop
+//! watched. A request that arrives while a long upcall holds the loop must still be served
+//! within about a tick, long before that upcall ends, and the pool must go back to arming.
+
+use orb_tests::activate_node;
+use orb_tests::orbtest::{NodeClient, PingRequest};
+use std::time::{Duration, Instant};
+
+const TICK: Duration = Duration::from_millis(20);
+/// How long the slow upcall sleeps; a request stuck behind it would wait about this long.
+const SLOW: Duration = Duration::from_millis(1500);
+
+fn ping(stub: &NodeClient, sleep: Duration) {
+    let reply = stub
+        .ping(PingRequest {
+            depth: 0,
+            peer: None,
+            sleep_micros: sleep.as_micros() as u32,
+        })
+        .expect("ping");
+    assert_eq!(reply.depth_reached, 0);
+}
+
+/// Runs the scenario on a server with `tick`; returns how long the quick call took and the
+/// server's standby tick takeovers.
+fn quick_call_during_slow_upcall(tick: Option<Duration>) -> (Duration, u64) {
+    let server = orb::Orb::builder()
+        .threads(2)
+        .standby_tick(tick)
+        .build()
+        .unwrap();
+    let node = activate_node(&server, "node");
+    let client = |name| {
+        let orb = orb::Orb::builder().threads(0).no_listen().build().unwrap();
+        let stub = NodeClient::new(&orb, node.clone());
+        (orb, stub, name)
+    };
+    let (_a_orb, a, _) = client("a");
+    let (_b_orb, b, _) = client("b");
+    // One at a time, nothing arriving during any upcall: well past the 64 unused arms after
+    // which the pool switches to tick mode.
+    for _ in 0..300 {
+        ping(&a, Duration::ZERO);
+    }
+    ping(&b, Duration::ZERO); // b's connection is open and idle before the slow call
+    let slow = std::thread::spawn(move || {
+        let t = Instant::now();
+        ping(&a, SLOW);
+        t.elapsed()
+    });
+    // Let the slow upcall start and hold the loop for a few ticks.
+    std::thread::sleep(Duration::from_millis(100));
+    let t = Instant::now();
+    ping(&b, Duration::ZERO);
+    let quick = t.elapsed();
+    assert!(slow.join().unwrap() >= SLOW);
+    (quick, server.stats().standby_tick_takeovers)
+}
+
+#[test]
+fn a_request_during_a_long_upcall_in_tick_mode_is_served_by_the_ticking_standby() {
+    let (quick, takeovers) = quick_call_during_slow_upcall(Some(TICK));
+    assert!(
+        takeovers >= 1,
+        "the standby's tick never took over (tick mode not entered?)"
+    );
+    // About one tick; far below the 1.5 s it would wait behind the slow upcall.
+    assert!(
+        quick < SLOW / 3,
+        "the quick call waited {quick:?} behind a long upcall"
+    );
+}
+
+#[test]
+fn without_tick_mode_the_armed_standby_serves_it_and_never_ticks() {
+    let (quick, takeovers) = quick_call_during_slow_upcall(None);
+    assert_eq!(takeovers, 0);
+    assert!(
+        quick < SLOW / 3,
+        "the quick call waited {quick:?} behind a long upcall"
+    );
+}
+
+/// After a takeover the pool arms again: a second long upcall does not delay a request by a
+/// tick, and many one-at-a-time calls later it is back in tick mode (it takes over again).
+#[test]
+fn tick_mode_is_left_after_a_takeover_and_entered_again() {
+    let server = orb::Orb::builder()
+        .threads(2)
+        .standby_tick(Some(TICK))
+        .build()
+        .unwrap();
+    let node = activate_node(&server, "node");
+    let a_orb = orb::Orb::builder().threads(0).no_listen().build().unwrap();
+    let b_orb = orb::Orb::builder().threads(0).no_listen().build().unwrap();
+    let a = NodeClient::new(&a_orb, node.clone());
+    let b = NodeClient::new(&b_orb, node.clone());
+    for round in 1..=2u64 {
+        for _ in 0..300 {
+            ping(&a, Duration::ZERO);
+        }
+        ping(&b, Duration::ZERO);
+        let slow = {
+            let a = NodeClient::new(&a_orb, node.clone());
+            std::thread::spawn(move || ping(&a, Duration::from_millis(400)))
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        let t = Instant::now();
+        ping(&b, Duration::ZERO);
+        assert!(t.elapsed() < Duration::from_millis(250), "round {round}");
+        slow.join().unwrap();
+        assert_eq!(
+            server.stats().standby_tick_takeovers,
+            round,
+            "round {round}"
+        );
+    }
+}
