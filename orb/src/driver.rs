@@ -211,6 +211,20 @@ impl Driver for OrbInner {
         self.reactor.has_ready() || !self.parked.is_empty()
     }
 
+    fn events_waiting(&self) -> bool {
+        if self.reactor.has_ready() {
+            return true;
+        }
+        let mut first = None;
+        let found = self
+            .reactor
+            .poll_now(|ev| self.handle_ready(ev, &mut first));
+        if let Some(c) = first {
+            self.reactor.push_ready(c);
+        }
+        found
+    }
+
     fn count_promotion(&self) {
         self.stats.leader_promotions.fetch_add(1, Ordering::Relaxed);
     }

@@ -81,6 +81,12 @@
 //!   short and its thread is about to lead. One that finds it vacant for longer takes the role
 //!   (a *takeover*, counted) and ends tick mode; so does an armed standby woken by an event.
 //!   The pool then arms before every upcall again until the next quiet run.
+//! - When user code is done (`user_code_done`, before the reply is sent, so the answer to
+//!   the reply cannot count), the upcall thread polls the event loop once without waiting
+//!   (`Driver::events_waiting`): whatever an armed standby would have been woken for. If
+//!   anything arrived, requests come in parallel and tick mode ends, so that they are not
+//!   served one upcall after another while the other pool threads sleep. That poll is one
+//!   system call where arming took two; it skips if a leader is already polling.
 //! - A standby whose tick saw no unarmed vacancy waits without a timeout next time, so an
 //!   idle ORB does not tick.
 //!
@@ -262,6 +268,12 @@ pub(crate) trait Driver {
     fn has_pending_work(&self) -> bool {
         true
     }
+    /// Looks at the event loop without waiting: whether events arrived (they stay queued for
+    /// the next [`lead`](Self::lead)). Called by an upcall thread while the role is vacant;
+    /// false if someone else is polling (that one sees the events).
+    fn events_waiting(&self) -> bool {
+        false
+    }
     /// Counts a promotion.
     fn count_promotion(&self) {}
     /// Counts a follower wake-up.
@@ -324,7 +336,6 @@ impl State {
     /// most recent follower, else nobody (the next participant to join leads).
     fn promote(&mut self) -> Option<Arc<Participant>> {
         self.leader = None;
-        self.vacant_since = None;
         let i = self
             .followers
             .iter()
@@ -358,6 +369,9 @@ pub(crate) struct Lf {
     shut: AtomicBool,
     /// The standby's tick in tick mode; `None`: the standby is always armed (no tick mode).
     tick: Option<Duration>,
+    /// `State::vacant_since.is_some()`, readable without the promotion lock (by
+    /// `user_code_done`, on every upcall). Changed only under the lock.
+    tick_vacant: AtomicBool,
 }
 
 impl Lf {
@@ -374,6 +388,7 @@ impl Lf {
             armed: AtomicBool::new(false),
             shut: AtomicBool::new(false),
             tick: tick.filter(|t| !t.is_zero()),
+            tick_vacant: AtomicBool::new(false),
         }
     }
 
@@ -422,7 +437,7 @@ impl Lf {
                         // Back before the standby was needed: it sleeps on.
                         self.disarm(&mut st, driver);
                         st.leader = Some(p.id);
-                        st.vacant_since = None;
+                        self.clear_vacancy(&mut st);
                         break;
                     }
                     if p.unbound {
@@ -532,6 +547,7 @@ impl Lf {
                 if st.tick_mode && st.ticking {
                     // The standby's tick covers the vacancy: no system call.
                     st.vacant_since = Some(Instant::now());
+                    self.tick_vacant.store(true, Ordering::Relaxed);
                     st.vacancies += 1;
                     return Wake::Nobody;
                 }
@@ -542,11 +558,12 @@ impl Lf {
                 }
             }
             self.disarm(st, driver);
-            st.vacant_since = None;
+            self.clear_vacancy(st);
             st.leader = st.standby.take();
             driver.count_promotion();
             return Wake::Standby;
         }
+        self.clear_vacancy(st);
         match st.promote() {
             Some(next) => {
                 driver.count_promotion();
@@ -626,6 +643,21 @@ impl Lf {
     /// the standby. A send that has to wait for the peer joins the pool and leads, so nothing
     /// waits on this thread.
     pub(crate) fn user_code_done<D: Driver>(&self, driver: &D) {
+        if self.tick_vacant.load(Ordering::Relaxed) {
+            // Tick mode: did anything arrive while user code ran (what would have woken an
+            // armed standby)? Asked now, before the reply goes out, so the answer to the
+            // reply cannot count. If so, requests come in parallel, and serving them one
+            // upcall after another would leave the other pool threads idle: arm again.
+            if driver.events_waiting() {
+                let mut st = lock(&self.state);
+                st.idle_arms = 0;
+                if st.tick_mode {
+                    st.tick_mode = false;
+                    tracing::debug!("standby: tick mode off (events arrived during an upcall)");
+                }
+            }
+            return;
+        }
         // Nothing armed (no standby, or a leader in place): no lock. A hint read a moment too
         // early only costs the standby a spurious wake-up, which it handles.
         if !self.armed.load(Ordering::Relaxed) {
@@ -646,6 +678,13 @@ impl Lf {
         }
     }
 
+    /// Ends an unarmed vacancy (the role is taken, or handed on).
+    fn clear_vacancy(&self, st: &mut State) {
+        if st.vacant_since.take().is_some() {
+            self.tick_vacant.store(false, Ordering::Relaxed);
+        }
+    }
+
     /// Whether the role was left vacant unarmed (tick mode) less than half a tick ago.
     fn young_vacancy(&self, st: &State) -> bool {
         st.leader.is_none()
@@ -659,7 +698,9 @@ impl Lf {
     /// finds a vacancy at least half a tick old has found a long upcall; either way the pool
     /// goes (back) to arming before every upcall.
     fn woken_vacant<D: Driver>(&self, st: &mut State, driver: &D) {
-        let long = match (st.vacant_since.take(), self.tick) {
+        let since = st.vacant_since;
+        self.clear_vacancy(st);
+        let long = match (since, self.tick) {
             (Some(since), Some(tick)) => {
                 let long = since.elapsed() >= tick / 2;
                 if long {

@@ -177,8 +177,8 @@ impl Reactor {
         out
     }
 
-    fn lookup(&self, token: usize) -> Option<Entry> {
-        let g = lock(&self.slots);
+    fn lookup(slots: &Mutex<(Slab<Slot>, u32)>, token: usize) -> Option<Entry> {
+        let g = lock(slots);
         let idx = token & 0xffff_ffff;
         let gen = (token >> 32) as u32;
         g.0.get(idx)
@@ -278,26 +278,67 @@ impl Reactor {
         self.ready.clear();
     }
 
+    /// Polls without waiting, handing each resolved event to `handle`; whether there was any
+    /// (a wake-up does not count). False at once if another thread holds the poll. A wake-up
+    /// it finds is posted again, so that the leader's next `poll` still returns at once.
+    pub(crate) fn poll_now(&self, handle: impl FnMut(Ready)) -> bool {
+        // Not the leader's own wait: never block behind a thread waiting in the poll.
+        let Ok(mut g) = self.poll.try_lock() else {
+            return false;
+        };
+        let (n, woken) = match Self::poll_locked(&mut g, &self.slots, Some(Duration::ZERO), handle)
+        {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(error = %e, "poll failed");
+                return false;
+            }
+        };
+        if woken {
+            self.wake();
+        }
+        n > 0
+    }
+
     /// Waits for readiness (leader only) and hands each resolved event to `handle`, without
     /// collecting them. Returns how many events it handled (0: a wake-up or a timeout).
     pub(crate) fn poll(
         &self,
         timeout: Option<Duration>,
-        mut handle: impl FnMut(Ready),
+        handle: impl FnMut(Ready),
     ) -> io::Result<usize> {
-        let mut g = lock(&self.poll);
-        let (poll, events) = &mut *g;
+        self.poll_inner(timeout, handle).map(|(n, _)| n)
+    }
+
+    /// [`poll`](Self::poll), also saying whether the waker fired.
+    fn poll_inner(
+        &self,
+        timeout: Option<Duration>,
+        handle: impl FnMut(Ready),
+    ) -> io::Result<(usize, bool)> {
+        Self::poll_locked(&mut lock(&self.poll), &self.slots, timeout, handle)
+    }
+
+    /// The poll itself, with the poll set's lock held.
+    fn poll_locked(
+        g: &mut (Poll, Events),
+        slots: &Mutex<(Slab<Slot>, u32)>,
+        timeout: Option<Duration>,
+        mut handle: impl FnMut(Ready),
+    ) -> io::Result<(usize, bool)> {
+        let (poll, events) = g;
         match poll.poll(events, timeout) {
             Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(0),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok((0, false)),
             Err(e) => return Err(e),
         }
-        let mut n = 0;
+        let (mut n, mut woken) = (0, false);
         for ev in events.iter() {
             if ev.token() == WAKER {
+                woken = true;
                 continue;
             }
-            if let Some(entry) = self.lookup(ev.token().0) {
+            if let Some(entry) = Self::lookup(slots, ev.token().0) {
                 n += 1;
                 handle(Ready {
                     entry,
@@ -307,6 +348,6 @@ impl Reactor {
                 });
             }
         }
-        Ok(n)
+        Ok((n, woken))
     }
 }

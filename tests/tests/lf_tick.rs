@@ -117,3 +117,79 @@ fn tick_mode_is_left_after_a_takeover_and_entered_again() {
         );
     }
 }
+
+/// Counts the upcalls that start while another one runs.
+#[derive(Default)]
+struct Overlap {
+    now: std::sync::atomic::AtomicUsize,
+    overlapped: std::sync::atomic::AtomicUsize,
+}
+
+/// A node servant that sleeps as asked and counts upcalls that start beside another.
+struct OverlapNode(std::sync::Arc<Overlap>);
+
+impl orb_tests::orbtest::Node for OverlapNode {
+    fn ping(
+        &self,
+        _ctx: &orb::Context,
+        req: PingRequest,
+    ) -> Result<orb_tests::orbtest::PingReply, orb::Exception> {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.0.now.fetch_add(1, SeqCst) > 0 {
+            self.0.overlapped.fetch_add(1, SeqCst);
+        }
+        std::thread::sleep(Duration::from_micros(req.sleep_micros.into()));
+        self.0.now.fetch_sub(1, SeqCst);
+        Ok(orb_tests::orbtest::PingReply {
+            depth_reached: 0,
+            trail: Vec::new(),
+        })
+    }
+}
+
+/// Tick mode must not serialise requests that arrive during upcalls too short for a tick to
+/// take over (8 ms against a 20 ms tick): the upcall that finds a request arrived while its
+/// user code ran ends tick mode, so from then on the armed standby serves such a request
+/// beside the upcall instead of after it.
+#[test]
+fn a_request_during_a_short_upcall_ends_tick_mode() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let server = orb::Orb::builder()
+        .threads(2)
+        .standby_tick(Some(TICK))
+        .build()
+        .unwrap();
+    let overlap = std::sync::Arc::new(Overlap::default());
+    let node = server.activate(
+        &b"overlap"[..],
+        orb_tests::orbtest::NodeSkeleton::new(OverlapNode(overlap.clone())),
+    );
+    let clients: Vec<_> = (0..2)
+        .map(|_| orb::Orb::builder().threads(0).no_listen().build().unwrap())
+        .collect();
+    let a = NodeClient::new(&clients[0], node.clone());
+    let b = NodeClient::new(&clients[1], node.clone());
+    // Into tick mode: one client, one call at a time.
+    for _ in 0..300 {
+        ping(&a, Duration::ZERO);
+    }
+    ping(&b, Duration::ZERO);
+    assert_eq!(overlap.overlapped.load(SeqCst), 0);
+    // Ten rounds: a's call runs 8 ms; b calls 2 ms into it.
+    let rounds = 10;
+    for _ in 0..rounds {
+        std::thread::scope(|s| {
+            s.spawn(|| ping(&a, Duration::from_millis(8)));
+            std::thread::sleep(Duration::from_millis(2));
+            ping(&b, Duration::ZERO);
+        });
+    }
+    // The first round's b waited for a's upcall (tick mode); the others ran beside it.
+    let overlapped = overlap.overlapped.load(SeqCst);
+    assert!(
+        overlapped >= rounds / 2,
+        "b's upcall ran beside a's in only {overlapped} of {rounds} rounds: tick mode \
+         serialised them"
+    );
+    assert_eq!(server.stats().standby_tick_takeovers, 0);
+}
