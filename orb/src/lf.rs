@@ -75,8 +75,10 @@
 //! leaving for an upcall leaves the role vacant *unarmed* and notes when (`vacant_since`),
 //! and the standby waits with the tick as its timeout instead. The rules:
 //! - A vacancy is left unarmed only while the standby is in a timed wait (`ticking`), so some
-//!   thread looks within a tick. Otherwise the standby is woken and leads at once (the pool
-//!   was idle and the standby had stopped ticking: see below).
+//!   thread looks within a tick; otherwise it is armed as before. A standby that went into its
+//!   wait without a timeout (before tick mode, or after an idle tick: see below) is woken
+//!   once, by a thread that has just taken the role, so that it waits again with the tick
+//!   (`retick`).
 //! - A tick that finds the role vacant for less than half a tick waits again: the upcall is
 //!   short and its thread is about to lead. One that finds it vacant for longer takes the role
 //!   (a *takeover*, counted) and ends tick mode; so does an armed standby woken by an event.
@@ -307,6 +309,8 @@ struct State {
     vacancies: u64,
     /// Arms in a row that no event used (the upcall thread disarmed them itself).
     idle_arms: u32,
+    /// The standby was woken to start ticking and has not returned from that wait yet.
+    retick_sent: bool,
 }
 
 /// Unused arms in a row after which the pool switches to tick mode.
@@ -403,6 +407,7 @@ impl Lf {
         // pool is idle, so its next one has no timeout (an idle ORB does not tick).
         let mut quiet = false;
         loop {
+            let mut retick = false;
             {
                 let mut st = lock(&self.state);
                 loop {
@@ -438,6 +443,7 @@ impl Lf {
                         self.disarm(&mut st, driver);
                         st.leader = Some(p.id);
                         self.clear_vacancy(&mut st);
+                        retick = self.retick(&mut st);
                         break;
                     }
                     if p.unbound {
@@ -457,6 +463,7 @@ impl Lf {
                         // but is still on its way out).
                         if driver.supports_standby() && !st.in_standby {
                             st.in_standby = true;
+                            let mut reticked = false;
                             let registered = loop {
                                 st.standby = Some(p.id);
                                 let tick = self.tick.filter(|_| st.tick_mode && !quiet);
@@ -466,6 +473,7 @@ impl Lf {
                                 driver.wait_standby(tick);
                                 st = lock(&self.state);
                                 st.ticking = false;
+                                reticked |= std::mem::take(&mut st.retick_sent);
                                 // Registered only while in the poll set: a standby that
                                 // stayed registered on its way back to user code could be
                                 // armed, or made leader, while no event can reach it (a
@@ -486,8 +494,14 @@ impl Lf {
                             st.in_standby = false;
                             if registered && st.leader.is_none() {
                                 // Woken with the role vacant: by an event (armed), or by its
-                                // tick finding a long upcall (tick mode). It takes the role.
-                                self.woken_vacant(&mut st, driver);
+                                // tick finding a long upcall (tick mode), or by a retick that
+                                // met the next (armed) upcall. It takes the role; a retick
+                                // says nothing about the upcalls, so tick mode stays.
+                                if reticked {
+                                    self.clear_vacancy(&mut st);
+                                } else {
+                                    self.woken_vacant(&mut st, driver);
+                                }
                                 driver.count_promotion();
                             }
                             continue;
@@ -504,6 +518,9 @@ impl Lf {
                         }
                     };
                 }
+            }
+            if retick {
+                driver.wake_standby();
             }
             match driver.lead(p, deadline) {
                 Lead::Idle => {
@@ -551,9 +568,9 @@ impl Lf {
                     st.vacancies += 1;
                     return Wake::Nobody;
                 }
-                // In tick mode with the standby not ticking (the pool was idle), it is woken
-                // below and leads; this thread then becomes the standby and ticks.
-                if !st.tick_mode && self.arm(st, driver) {
+                // Otherwise (also in tick mode while the standby is not ticking yet: see
+                // `retick`), arm it.
+                if self.arm(st, driver) {
                     return Wake::Nobody;
                 }
             }
@@ -676,6 +693,18 @@ impl Lf {
                 }
             }
         }
+    }
+
+    /// Whether the standby must be woken (once the promotion lock is released) to start
+    /// ticking: tick mode is on, but it went into its wait without a timeout (before tick
+    /// mode, or after a tick that found the pool idle), so vacancies are still armed. Asked
+    /// by a thread that has just taken the role, so the woken standby finds it held and only
+    /// waits again, with the tick. Making it lead instead would pull it into work that a
+    /// thread already has in hand (measured: `nest`, half a context switch more per level).
+    fn retick(&self, st: &mut State) -> bool {
+        let wake = st.tick_mode && st.in_standby && !st.ticking && !st.retick_sent;
+        st.retick_sent |= wake;
+        wake
     }
 
     /// Ends an unarmed vacancy (the role is taken, or handed on).
