@@ -74,6 +74,9 @@
 //! upcall thread disarmed itself, a pool built with a tick switches to tick mode: a leader
 //! leaving for an upcall leaves the role vacant *unarmed* and notes when (`vacant_since`),
 //! and the standby waits with the tick as its timeout instead. The rules:
+//! - Only a leader leaving for an upcall leaves the role unarmed (`promote_for_upcall`), and
+//!   only with no caller waiting for a reply: a caller leaving with its reply may not come
+//!   back soon, and another caller's reply must not wait for a tick.
 //! - A vacancy is left unarmed only while the standby is in a timed wait (`ticking`), so some
 //!   thread looks within a tick; otherwise it is armed as before. A standby that went into its
 //!   wait without a timeout (before tick mode, or after an idle tick: see below) is woken
@@ -560,19 +563,8 @@ impl Lf {
         );
         st.leader = None;
         if st.standby.is_some() {
-            if lazy && !driver.has_pending_work() {
-                if st.tick_mode && st.ticking {
-                    // The standby's tick covers the vacancy: no system call.
-                    st.vacant_since = Some(Instant::now());
-                    self.tick_vacant.store(true, Ordering::Relaxed);
-                    st.vacancies += 1;
-                    return Wake::Nobody;
-                }
-                // Otherwise (also in tick mode while the standby is not ticking yet: see
-                // `retick`), arm it.
-                if self.arm(st, driver) {
-                    return Wake::Nobody;
-                }
+            if lazy && !driver.has_pending_work() && self.arm(st, driver) {
+                return Wake::Nobody;
             }
             self.disarm(st, driver);
             self.clear_vacancy(st);
@@ -588,6 +580,31 @@ impl Lf {
             }
             None => Wake::Nobody,
         }
+    }
+
+    /// [`promote_locked`](Self::promote_locked), lazily, by a leader leaving for an upcall:
+    /// in tick mode, with the standby ticking, nothing pending and no caller waiting for a
+    /// reply, the role is left vacant unarmed (the standby's tick covers it, and the upcall
+    /// thread comes back to lead). Only here: a thread leaving the pool for good (a caller
+    /// with its reply) may not come back for a long time, and a caller's reply must not wait
+    /// for a tick.
+    fn promote_for_upcall<D: Driver>(&self, st: &mut State, driver: &D) -> Wake {
+        if st.tick_mode
+            && st.ticking
+            && st.standby.is_some()
+            && !st.followers.iter().any(|f| !f.unbound)
+            && !driver.has_pending_work()
+        {
+            // No system call.
+            st.leader = None;
+            st.vacant_since = Some(Instant::now());
+            self.tick_vacant.store(true, Ordering::Relaxed);
+            st.vacancies += 1;
+            return Wake::Nobody;
+        }
+        // Otherwise (also in tick mode while the standby is not ticking yet: see `retick`),
+        // as before.
+        self.promote_locked(st, driver, true)
     }
 
     /// Called by an unbound leader after its turn. If the turn handed a reply to a caller and
@@ -622,9 +639,12 @@ impl Lf {
             driver.wait_standby(None);
             let mut st = lock(&self.state);
             st.in_standby = false;
+            let reticked = std::mem::take(&mut st.retick_sent);
             // As in `run`: registered only while in the poll set.
             if st.standby.take().is_some() && st.leader.is_none() {
-                self.woken_vacant(&mut st, driver);
+                if !reticked {
+                    self.woken_vacant(&mut st, driver);
+                }
                 driver.count_promotion();
             }
         } else if st.standby.is_some() {
@@ -645,7 +665,7 @@ impl Lf {
         let next = {
             let mut st = lock(&self.state);
             if st.leader == Some(p.id) {
-                self.promote_locked(&mut st, driver, true)
+                self.promote_for_upcall(&mut st, driver)
             } else {
                 Wake::Nobody
             }
