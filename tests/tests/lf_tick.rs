@@ -13,6 +13,28 @@ const TICK: Duration = Duration::from_millis(100);
 /// How long the slow upcall sleeps; a request stuck behind it would wait about this long.
 const SLOW: Duration = Duration::from_millis(2000);
 
+/// A server ORB with two pool threads (a leader and a standby) and `tick`.
+fn server(tick: Option<Duration>) -> orb::Orb {
+    orb::Orb::builder()
+        .threads(2)
+        .standby_tick(tick)
+        .build()
+        .unwrap()
+}
+
+/// A client ORB whose calling thread leads its own waits.
+fn client() -> orb::Orb {
+    orb::Orb::builder().threads(0).no_listen().build().unwrap()
+}
+
+/// One client, one call at a time, nothing arriving during any upcall: well past the 64
+/// unused arms after which the pool switches to tick mode.
+fn quiet_run(stub: &NodeClient) {
+    for _ in 0..300 {
+        ping(stub, Duration::ZERO);
+    }
+}
+
 fn ping(stub: &NodeClient, sleep: Duration) {
     let reply = stub
         .ping(PingRequest {
@@ -27,24 +49,12 @@ fn ping(stub: &NodeClient, sleep: Duration) {
 /// Runs the scenario on a server with `tick`; returns how long the quick call took and the
 /// server's standby tick takeovers.
 fn quick_call_during_slow_upcall(tick: Option<Duration>) -> (Duration, u64) {
-    let server = orb::Orb::builder()
-        .threads(2)
-        .standby_tick(tick)
-        .build()
-        .unwrap();
+    let server = server(tick);
     let node = activate_node(&server, "node");
-    let client = |name| {
-        let orb = orb::Orb::builder().threads(0).no_listen().build().unwrap();
-        let stub = NodeClient::new(&orb, node.clone());
-        (orb, stub, name)
-    };
-    let (_a_orb, a, _) = client("a");
-    let (_b_orb, b, _) = client("b");
-    // One at a time, nothing arriving during any upcall: well past the 64 unused arms after
-    // which the pool switches to tick mode.
-    for _ in 0..300 {
-        ping(&a, Duration::ZERO);
-    }
+    let (a_orb, b_orb) = (client(), client());
+    let a = NodeClient::new(&a_orb, node.clone());
+    let b = NodeClient::new(&b_orb, node.clone());
+    quiet_run(&a);
     ping(&b, Duration::ZERO); // b's connection is open and idle before the slow call
     let slow = std::thread::spawn(move || {
         let t = Instant::now();
@@ -88,20 +98,13 @@ fn without_tick_mode_the_armed_standby_serves_it_and_never_ticks() {
 /// tick, and many one-at-a-time calls later it is back in tick mode (it takes over again).
 #[test]
 fn tick_mode_is_left_after_a_takeover_and_entered_again() {
-    let server = orb::Orb::builder()
-        .threads(2)
-        .standby_tick(Some(TICK))
-        .build()
-        .unwrap();
+    let server = server(Some(TICK));
     let node = activate_node(&server, "node");
-    let a_orb = orb::Orb::builder().threads(0).no_listen().build().unwrap();
-    let b_orb = orb::Orb::builder().threads(0).no_listen().build().unwrap();
+    let (a_orb, b_orb) = (client(), client());
     let a = NodeClient::new(&a_orb, node.clone());
     let b = NodeClient::new(&b_orb, node.clone());
     for round in 1..=2u64 {
-        for _ in 0..300 {
-            ping(&a, Duration::ZERO);
-        }
+        quiet_run(&a);
         ping(&b, Duration::ZERO);
         let slow = {
             let a = NodeClient::new(&a_orb, node.clone());
@@ -156,25 +159,16 @@ impl orb_tests::orbtest::Node for OverlapNode {
 #[test]
 fn a_request_during_a_short_upcall_ends_tick_mode() {
     use std::sync::atomic::Ordering::SeqCst;
-    let server = orb::Orb::builder()
-        .threads(2)
-        .standby_tick(Some(TICK))
-        .build()
-        .unwrap();
+    let server = server(Some(TICK));
     let overlap = std::sync::Arc::new(Overlap::default());
     let node = server.activate(
         &b"overlap"[..],
         orb_tests::orbtest::NodeSkeleton::new(OverlapNode(overlap.clone())),
     );
-    let clients: Vec<_> = (0..2)
-        .map(|_| orb::Orb::builder().threads(0).no_listen().build().unwrap())
-        .collect();
-    let a = NodeClient::new(&clients[0], node.clone());
-    let b = NodeClient::new(&clients[1], node.clone());
-    // Into tick mode: one client, one call at a time.
-    for _ in 0..300 {
-        ping(&a, Duration::ZERO);
-    }
+    let (a_orb, b_orb) = (client(), client());
+    let a = NodeClient::new(&a_orb, node.clone());
+    let b = NodeClient::new(&b_orb, node.clone());
+    quiet_run(&a);
     ping(&b, Duration::ZERO);
     assert_eq!(overlap.overlapped.load(SeqCst), 0);
     // Ten rounds: a's call runs 8 ms; b calls 2 ms into it.
