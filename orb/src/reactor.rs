@@ -14,7 +14,9 @@
 //! standby is armed instead of promoted: the kernel wakes it only if an event arrives before
 //! the leader comes back (Leader/Followers promotes before every upcall; this makes that
 //! promotion free when nothing happens in the meantime, which is what a latency-bound
-//! request-reply exchange looks like).
+//! request-reply exchange looks like). In the pool's tick mode the standby is not armed but
+//! waits with a timeout, and the upcall thread looks once with [`Reactor::poll_now`] whether
+//! anything arrived while its user code ran (see `lf`).
 //!
 //! The ready list holds connections that may have more to give without a new readiness event:
 //! decoded frames not yet handled, or unread socket bytes (mio is edge-triggered; we stop
