@@ -952,6 +952,8 @@ mod tests {
         stale_standby: AtomicUsize,
         /// Upcalls still to hold until `gate` opens (`.1`), and how many are held now.
         gate: (Mutex<(usize, bool)>, Condvar, AtomicUsize),
+        /// Standby waits that ended by their tick (tick mode).
+        ticks: AtomicUsize,
     }
 
     impl Script {
@@ -969,6 +971,7 @@ mod tests {
                 max_in_standby: AtomicUsize::new(0),
                 stale_standby: AtomicUsize::new(0),
                 gate: (Mutex::new((0, false)), Condvar::new(), AtomicUsize::new(0)),
+                ticks: AtomicUsize::new(0),
             })
         }
 
@@ -1041,8 +1044,10 @@ mod tests {
             self.standby.is_some()
         }
         fn wait_standby(&self, timeout: Option<Duration>) {
-            // These tests build the pool without tick mode.
-            assert!(timeout.is_none(), "a tick without tick mode");
+            assert!(
+                timeout.is_none() || self.lf.tick.is_some(),
+                "a tick without tick mode"
+            );
             let Some((m, cv)) = &self.standby else { return };
             let n = self.in_standby.fetch_add(1, Ordering::SeqCst) + 1;
             self.max_in_standby.fetch_max(n, Ordering::SeqCst);
@@ -1055,9 +1060,19 @@ mod tests {
                     self.armed_wakes.fetch_add(1, Ordering::SeqCst);
                     break;
                 }
-                // No timeout: a standby that is not armed or woken must not wake by itself
-                // (that would hide a missing wake-up).
-                g = cv.wait(g).unwrap();
+                // No timeout but the tick: a standby that is not armed or woken must not
+                // wake by itself (that would hide a missing wake-up).
+                match timeout {
+                    None => g = cv.wait(g).unwrap(),
+                    Some(t) => {
+                        let (g2, r) = cv.wait_timeout(g, t).unwrap();
+                        g = g2;
+                        if r.timed_out() {
+                            self.ticks.fetch_add(1, Ordering::SeqCst);
+                            break;
+                        }
+                    }
+                }
             }
             drop(g);
             // Linger like a thread on its way out of a poll call, so that a second thread
@@ -1081,6 +1096,9 @@ mod tests {
         fn has_pending_work(&self) -> bool {
             // Like the reactor's ready list: queued events make a leaving leader wake the
             // standby rather than arm it.
+            !lock(&self.queue).is_empty()
+        }
+        fn events_waiting(&self) -> bool {
             !lock(&self.queue).is_empty()
         }
     }
@@ -1155,6 +1173,84 @@ mod tests {
                 "a leader was still registered as the standby"
             );
         }
+    }
+
+    /// Tick mode with two pool threads and a scripted event source: a run of one-at-a-time
+    /// upcalls puts the pool in tick mode (upcalls leave the role vacant unarmed), one leader
+    /// at a time throughout; then, while an upcall is held in user code, five more requests
+    /// arrive and are served by the ticking standby, which takes the role over.
+    #[test]
+    fn tick_mode_leaves_upcalls_unarmed_and_a_held_upcall_is_taken_over() {
+        // Long enough that a thread descheduled on a busy machine rarely looks like a long
+        // upcall (which would end tick mode early; the loop below then just runs longer).
+        let lf = Arc::new(Lf::with_tick(Some(Duration::from_millis(20))));
+        let script = Script::new(&lf, true);
+        let pool = pool_threads(&lf, &script, 2);
+        let in_tick_mode = || {
+            let st = lock(&lf.state);
+            st.tick_mode && st.vacancies > 5
+        };
+        let mut n = 0;
+        while n < 2000 && !in_tick_mode() {
+            n += 1;
+            lock(&script.queue).push_back(Event::Upcall);
+            script.notify();
+            // Done, and its thread back in the pool (so the next one does not arrive while
+            // this one is still in user code, which would end tick mode).
+            until("the upcall ran", &|| {
+                script.upcalls.load(Ordering::SeqCst) >= n && lock(&lf.state).leader.is_some()
+            });
+        }
+        assert!(
+            in_tick_mode(),
+            "{n} upcalls one at a time did not start tick mode"
+        );
+        let n = script.upcalls.load(Ordering::SeqCst);
+        // Hold the next upcall in user code.
+        lock(&script.gate.0).0 = 1;
+        lock(&script.queue).push_back(Event::Upcall);
+        script.notify();
+        until("the upcall is held", &|| {
+            script.gate.2.load(Ordering::SeqCst) == 1
+        });
+        for _ in 0..5 {
+            lock(&script.queue).push_back(Event::Upcall);
+        }
+        script.notify();
+        until("five upcalls ran beside the held one", &|| {
+            script.upcalls.load(Ordering::SeqCst) >= n + 5
+        });
+        assert!(
+            script.ticks.load(Ordering::SeqCst) > 0,
+            "the standby never ticked"
+        );
+        assert!(
+            !lock(&lf.state).tick_mode,
+            "a takeover did not end tick mode"
+        );
+        {
+            let (m, cv, _) = &script.gate;
+            lock(m).1 = true;
+            cv.notify_all();
+        }
+        until("the held upcall finished", &|| {
+            script.upcalls.load(Ordering::SeqCst) == n + 6
+        });
+        lf.shutdown(&*script);
+        for t in pool {
+            t.join().unwrap();
+        }
+        assert_eq!(
+            script.max_leaders.load(Ordering::SeqCst),
+            1,
+            "two leaders at once"
+        );
+        assert_eq!(
+            script.max_in_standby.load(Ordering::SeqCst),
+            1,
+            "two threads waited as the standby at once"
+        );
+        assert_eq!(script.stale_standby.load(Ordering::SeqCst), 0);
     }
 
     /// `n` pool threads serving `script` until shutdown.
