@@ -153,7 +153,7 @@ impl orb_tests::orbtest::Node for OverlapNode {
 }
 
 /// Tick mode must not serialise requests that arrive during upcalls too short for a tick to
-/// take over (8 ms against a 100 ms tick): the upcall that finds a request arrived while its
+/// take over (40 ms against a 100 ms tick): the upcall that finds a request arrived while its
 /// user code ran ends tick mode, so from then on the armed standby serves such a request
 /// beside the upcall instead of after it.
 #[test]
@@ -171,12 +171,13 @@ fn a_request_during_a_short_upcall_ends_tick_mode() {
     quiet_run(&a);
     ping(&b, Duration::ZERO);
     assert_eq!(overlap.overlapped.load(SeqCst), 0);
-    // Ten rounds: a's call runs 8 ms; b calls 2 ms into it.
+    // Ten rounds: a's call runs 40 ms; b calls 10 ms into it (margins for a busy machine,
+    // where a woken thread may wait milliseconds for a CPU; still under half a tick).
     let rounds = 10;
     for _ in 0..rounds {
         std::thread::scope(|s| {
-            s.spawn(|| ping(&a, Duration::from_millis(8)));
-            std::thread::sleep(Duration::from_millis(2));
+            s.spawn(|| ping(&a, Duration::from_millis(40)));
+            std::thread::sleep(Duration::from_millis(10));
             ping(&b, Duration::ZERO);
         });
     }
