@@ -179,8 +179,8 @@ impl Reactor {
         out
     }
 
-    fn lookup(slots: &Mutex<(Slab<Slot>, u32)>, token: usize) -> Option<Entry> {
-        let g = lock(slots);
+    fn lookup(&self, token: usize) -> Option<Entry> {
+        let g = lock(&self.slots);
         let idx = token & 0xffff_ffff;
         let gen = (token >> 32) as u32;
         g.0.get(idx)
@@ -288,8 +288,7 @@ impl Reactor {
         let Ok(mut g) = self.poll.try_lock() else {
             return false;
         };
-        let (n, woken) = match Self::poll_locked(&mut g, &self.slots, Some(Duration::ZERO), handle)
-        {
+        let (n, woken) = match self.poll_locked(&mut g, Some(Duration::ZERO), handle) {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!(error = %e, "poll failed");
@@ -309,22 +308,15 @@ impl Reactor {
         timeout: Option<Duration>,
         handle: impl FnMut(Ready),
     ) -> io::Result<usize> {
-        self.poll_inner(timeout, handle).map(|(n, _)| n)
+        self.poll_locked(&mut lock(&self.poll), timeout, handle)
+            .map(|(n, _)| n)
     }
 
-    /// [`poll`](Self::poll), also saying whether the waker fired.
-    fn poll_inner(
-        &self,
-        timeout: Option<Duration>,
-        handle: impl FnMut(Ready),
-    ) -> io::Result<(usize, bool)> {
-        Self::poll_locked(&mut lock(&self.poll), &self.slots, timeout, handle)
-    }
-
-    /// The poll itself, with the poll set's lock held.
+    /// The poll itself, with the poll set's lock held (`g`); also says whether the waker
+    /// fired.
     fn poll_locked(
+        &self,
         g: &mut (Poll, Events),
-        slots: &Mutex<(Slab<Slot>, u32)>,
         timeout: Option<Duration>,
         mut handle: impl FnMut(Ready),
     ) -> io::Result<(usize, bool)> {
@@ -340,7 +332,7 @@ impl Reactor {
                 woken = true;
                 continue;
             }
-            if let Some(entry) = Self::lookup(slots, ev.token().0) {
+            if let Some(entry) = self.lookup(ev.token().0) {
                 n += 1;
                 handle(Ready {
                     entry,
