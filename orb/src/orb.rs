@@ -35,6 +35,8 @@ pub(crate) struct Config {
     pub(crate) max_queued_bytes: usize,
     pub(crate) bidir: bool,
     pub(crate) standby_tick: Option<Duration>,
+    pub(crate) max_connections: usize,
+    pub(crate) idle_timeout: Option<Duration>,
 }
 
 impl Default for Config {
@@ -54,6 +56,8 @@ impl Default for Config {
             max_queued_bytes: 64 << 20,
             bidir: true,
             standby_tick: Some(Duration::from_millis(10)),
+            max_connections: 1024,
+            idle_timeout: Some(Duration::from_secs(60)),
         }
     }
 }
@@ -213,6 +217,53 @@ impl OrbBuilder {
     #[must_use]
     pub fn standby_tick(mut self, tick: Option<Duration>) -> Self {
         self.config.standby_tick = tick;
+        self
+    }
+
+    /// Soft bound of one connection's outgoing queue, in bytes (default 4 MiB; each queued
+    /// buffer is charged 64 bytes more for the memory it holds).
+    ///
+    /// The queue fills only while the peer does not read. A frame is accepted while the queue
+    /// is under the bound, so one frame of any size up to `max_message_size` always goes
+    /// out. Over it, the ORB stops reading that connection (the peer's next requests wait in
+    /// its socket), and a thread sending on it waits, until its deadline, for the queue to
+    /// drain; the event loop itself never waits. 4 MiB is more than a loopback socket buffers
+    /// and keeps a peer that never reads from pinning more than that of our memory.
+    #[must_use]
+    pub fn max_queued_bytes(mut self, n: usize) -> Self {
+        self.config.max_queued_bytes = n;
+        self
+    }
+
+    /// Most connections accepted and open at once (default 1024). Past it a new connection is
+    /// accepted and closed at once, and counted in
+    /// [`OrbStats::connections_refused`](crate::OrbStats::connections_refused). Connections
+    /// this ORB opens do not count. Together with the per-connection bounds (README, "Limits
+    /// and hostile peers") this bounds the memory peers can make the ORB hold.
+    #[must_use]
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.config.max_connections = n;
+        self
+    }
+
+    /// How long a connection may sit idle, or a partial message stall, before the ORB closes
+    /// it (default 60 s; `None` never closes idle connections).
+    ///
+    /// Idle means nothing pending either way: no reply owed or awaited, no upcall running,
+    /// nothing queued to send, no partial message. An idle connection is closed with
+    /// CloseConnection where GIOP allows it (a server may always send it, a client only in
+    /// GIOP 1.2; otherwise the socket is just closed); the peer reconnects when it next calls.
+    /// A partial message (or fragment chain) that receives no byte for this long is dropped
+    /// by closing the connection: this is the header timeout against slowloris peers.
+    /// Connections are checked every quarter of the timeout, by the leader of the event loop
+    /// (an ORB whose every thread is busy checks once one is free; an ORB with no pool thread
+    /// and no waiting caller does not check at all). 60 s: long enough that a client pausing
+    /// between calls rarely pays for a new connection, short enough that abandoned and
+    /// slowloris connections give back their file descriptor and buffers within a minute or
+    /// two.
+    #[must_use]
+    pub fn idle_timeout(mut self, d: impl Into<Option<Duration>>) -> Self {
+        self.config.idle_timeout = d.into().filter(|d| !d.is_zero());
         self
     }
 

@@ -23,6 +23,9 @@ pub(crate) struct Stats {
     pub(crate) read_buffer_peak: AtomicUsize,
     pub(crate) bytes_sent: AtomicU64,
     pub(crate) bytes_received: AtomicU64,
+    pub(crate) accept_errors: AtomicU64,
+    pub(crate) connections_refused: AtomicU64,
+    pub(crate) connections_timed_out: AtomicU64,
 }
 
 /// A snapshot of an ORB's counters.
@@ -64,6 +67,14 @@ pub struct OrbStats {
     pub bytes_sent: u64,
     /// Bytes read from sockets.
     pub bytes_received: u64,
+    /// Failed `accept` calls (out of file descriptors, say); the ORB retries after a short
+    /// back-off.
+    pub accept_errors: u64,
+    /// Connections accepted and closed at once because `max_connections` were open.
+    pub connections_refused: u64,
+    /// Connections closed by the idle timeout: idle ones, and ones whose partial message
+    /// stalled.
+    pub connections_timed_out: u64,
 }
 
 impl Stats {
@@ -86,6 +97,9 @@ impl Stats {
             read_buffer_peak: self.read_buffer_peak.load(Ordering::Relaxed),
             bytes_sent: r(&self.bytes_sent),
             bytes_received: r(&self.bytes_received),
+            accept_errors: r(&self.accept_errors),
+            connections_refused: r(&self.connections_refused),
+            connections_timed_out: r(&self.connections_timed_out),
         }
     }
 
