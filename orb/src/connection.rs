@@ -86,6 +86,11 @@ pub(crate) struct ReadState {
     /// The reactor reported the peer's end of the stream: keep reading until EOF even after
     /// a short read.
     pub(crate) read_closed: bool,
+    /// Bytes read from the socket so far (the idle sweep's sign of life).
+    bytes_in: u64,
+    /// The idle sweep's last look: (bytes read, request ids used) then, and since when the
+    /// connection has looked the same.
+    pub(crate) sweep_mark: Option<((u64, u32), std::time::Instant)>,
 }
 
 /// Smallest allocation for received bytes that frames are split from (as tokio's `FramedRead`
@@ -113,6 +118,8 @@ impl ReadState {
             frames: VecDeque::new(),
             maybe_readable: true,
             read_closed: false,
+            bytes_in: 0,
+            sweep_mark: None,
         }
     }
 
@@ -151,6 +158,11 @@ impl ReadState {
             self.frames.push_back(f);
         }
         Ok(())
+    }
+
+    /// Bytes read from the socket so far.
+    pub(crate) fn bytes_in(&self) -> u64 {
+        self.bytes_in
     }
 
     /// Bytes held: undecoded input plus partial fragment chains.
@@ -235,6 +247,7 @@ impl ReadState {
                 }
                 Ok(n) => {
                     total += n;
+                    self.bytes_in += n as u64;
                     stats.bytes_received.fetch_add(n as u64, Ordering::Relaxed);
                     if self
                         .large
@@ -279,6 +292,9 @@ pub(crate) enum ReadError {
 
 /// Most buffers handed to one `writev`.
 const MAX_IOV: usize = 32;
+/// Memory a queued buffer costs beyond its bytes (its allocation's header and rounding, and
+/// its `Bytes` handle in the queue), charged against the outgoing queue's bound.
+pub(crate) const PART_OVERHEAD: usize = 64;
 /// Batches one sender writes for others before leaving the rest to the reactor (a writable
 /// event), so a sender's own call is not held up indefinitely by a busy connection.
 const MAX_ROUNDS: usize = 8;
@@ -310,8 +326,15 @@ impl OutQueue {
     }
 
     /// Bytes queued.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// What the queue is charged against its bound: its bytes plus [`PART_OVERHEAD`] per
+    /// buffer (a flood of tiny frames costs far more memory than its bytes).
+    pub(crate) fn charge(&self) -> usize {
+        self.len + self.parts.len() * PART_OVERHEAD
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -372,6 +395,10 @@ pub(crate) struct WriteState {
     closed: bool,
     /// The writer's batch storage, kept between writes (no allocation per write).
     spare: Vec<Bytes>,
+    /// Someone waits for the queue to fall under its bound (the leader, which stopped
+    /// reading the connection, or a sender): the writer that empties the queue raises a
+    /// writable event, so that the leader's flush (`after_write`) sees it.
+    drain_watched: bool,
 }
 
 /// One TCP connection carrying GIOP in both directions.
@@ -401,6 +428,9 @@ pub(crate) struct Connection {
     pub(crate) dispatching: AtomicUsize,
     /// The leader stopped reading because `dispatching` hit the limit.
     pub(crate) paused: AtomicBool,
+    /// The leader stopped reading because the outgoing queue is over its bound (the peer
+    /// does not read what we send); `after_write` resumes it. Leader-side only.
+    pub(crate) write_blocked: AtomicBool,
     closed: AtomicBool,
     /// Bytes this connection has in read buffers, as last reported to the ORB's gauge.
     pub(crate) accounted: AtomicUsize,
@@ -437,6 +467,7 @@ impl Connection {
             bidir_announced: AtomicBool::new(false),
             dispatching: AtomicUsize::new(0),
             paused: AtomicBool::new(false),
+            write_blocked: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             accounted: AtomicUsize::new(0),
             queued: AtomicUsize::new(0),
@@ -461,6 +492,24 @@ impl Connection {
             self.queued.store(0, Ordering::Release);
         }
         !self.closed.swap(true, Ordering::AcqRel)
+    }
+
+    /// The next request id, without taking it (the idle sweep's sign of outgoing requests).
+    pub(crate) fn request_ids_used(&self) -> u32 {
+        self.next_request_id.load(Ordering::Relaxed)
+    }
+
+    /// If the outgoing queue is charged more than `max`, asks for a writable event once it
+    /// drains (see `WriteState::drain_watched`) and returns true; false if it is under `max`
+    /// already or the connection is closed. Checked and set under the write lock, so that no
+    /// drain can slip between the check and the watch.
+    pub(crate) fn watch_drain(&self, max: usize) -> bool {
+        let mut w = lock(&self.write);
+        if w.closed || w.queue.charge() <= max {
+            return false;
+        }
+        w.drain_watched = true;
+        true
     }
 
     /// Sends a whole frame (see [`send_parts`](Self::send_parts)).
@@ -512,7 +561,7 @@ impl Connection {
                 batch.extend(parts);
                 w.queue.put_back(&mut batch, n);
                 w.spare = batch;
-                self.queued.store(w.queue.len(), Ordering::Release);
+                self.queued.store(w.queue.charge(), Ordering::Release);
             }
             if w.queue.is_empty() {
                 w.writing = false;
@@ -528,7 +577,7 @@ impl Connection {
         }
         w.queue.push(head);
         w.queue.push(body);
-        self.queued.store(w.queue.len(), Ordering::Release);
+        self.queued.store(w.queue.charge(), Ordering::Release);
         // Another thread writing sends this frame with its own; a full socket (writable
         // interest on) is written by the leader on the writable event.
         if !w.writing && !w.writable_interest {
@@ -604,7 +653,7 @@ impl Connection {
                 break Ok(None); // the queue was cleared
             }
             w.queue.written(&mut batch, written);
-            self.queued.store(w.queue.len(), Ordering::Release);
+            self.queued.store(w.queue.charge(), Ordering::Release);
             rounds += 1;
             if w.queue.is_empty() {
                 break Ok(None);
@@ -618,7 +667,16 @@ impl Connection {
         w.writing = false;
         match end? {
             None => {
-                if w.writable_interest && !w.closed {
+                if std::mem::take(&mut w.drain_watched) && !w.closed {
+                    // A waiter wants to hear that the queue drained, and only the leader's
+                    // flush tells it: registering for writable raises that event at once.
+                    reactor.reregister(
+                        &self.stream,
+                        self.token,
+                        Interest::READABLE | Interest::WRITABLE,
+                    )?;
+                    w.writable_interest = true;
+                } else if w.writable_interest && !w.closed {
                     reactor.reregister(&self.stream, self.token, Interest::READABLE)?;
                     w.writable_interest = false;
                 }
@@ -645,7 +703,8 @@ impl Connection {
         }
     }
 
-    /// Bytes waiting in the outgoing queue, read without the write lock: every send checks
+    /// The outgoing queue's charge (its bytes plus [`PART_OVERHEAD`] per buffer), read
+    /// without the write lock: every send checks
     /// this, and taking the lock for it was the hottest futex under 32 concurrent callers.
     pub(crate) fn queued_bytes(&self) -> usize {
         self.queued.load(Ordering::Acquire)
@@ -1096,7 +1155,7 @@ mod tests {
             matches!(&r, Err(e) if e.kind() == io::ErrorKind::WouldBlock),
             "nothing is written while held: {r:?}"
         );
-        assert_eq!(conn.queued_bytes(), 40);
+        assert_eq!(lock(&conn.write).queue.len(), 40);
         assert!(conn.release_writes(&stats, &reactor).unwrap());
         assert_eq!(conn.queued_bytes(), 0);
         peer.set_nonblocking(false).unwrap();

@@ -5,6 +5,22 @@
 //! Cheap work (a reply hand-off, a CancelRequest, a LocateRequest, accepting) is done in the
 //! leader role; anything that runs user code (a Request) is returned to the pool as an upcall,
 //! so the pool promotes a follower first (Ice's `ioCompleted` lesson).
+//!
+//! **The leader never waits for a drain.** Two send paths, chosen by who sends:
+//! [`send_now`](OrbInner::send_now) queues and returns (the leader's path: replies it makes
+//! itself past the nesting limit, LocateReplies, MessageError), and
+//! [`send_or_wait`](OrbInner::send_or_wait) waits, as a bound Leader/Followers participant
+//! up to its deadline, for an over-full queue to drain before it queues (an upcall's reply, a
+//! caller's request). A connection whose outgoing queue is over `max_queued_bytes` is not
+//! read (`service` skips it, as it skips one paused at the dispatch limit) until a flush
+//! brings it back under; so what the leader queues there is bounded too, by the replies to
+//! the frames of one read.
+//!
+//! **Timers** ([`Housekeeping`]): the leader's poll timeout is the nearest of its own
+//! deadline, the next idle sweep and an accept retry. The sweep (every quarter of
+//! `idle_timeout`, so not per call) closes idle connections and drops stalled partial
+//! messages; an accept that failed (out of file descriptors) is retried after a back-off,
+//! since the connections left in the listen backlog raise no new readiness event.
 
 use crate::connection::{lock, CloseCause, Connection, Origin, ReadError};
 use crate::exception::{
@@ -49,6 +65,67 @@ pub(crate) fn frame_parts(write_head: impl FnOnce(&mut BytesMut), body: Bytes) -
         crate::giop::Header::patch_size(head, 0, crate::cdr::ByteOrder::NATIVE, size);
     });
     [head, body]
+}
+
+/// The leader's timers and the inbound connection count (see the module docs). Times are
+/// nanoseconds since `epoch` in atomics, so the leader reads one to know whether a timer is
+/// set; 0 means none.
+#[derive(Debug)]
+pub(crate) struct Housekeeping {
+    epoch: Instant,
+    /// When the next idle sweep is due.
+    next_sweep: std::sync::atomic::AtomicU64,
+    /// When to retry accepting after a failed `accept`.
+    accept_retry: std::sync::atomic::AtomicU64,
+    /// The current accept back-off, in milliseconds (doubles per failure, reset by success).
+    accept_backoff_ms: std::sync::atomic::AtomicU64,
+    /// Accepted connections open now (against `max_connections`).
+    pub(crate) inbound_open: std::sync::atomic::AtomicUsize,
+}
+
+/// First and longest back-off before accepting again after `accept` failed.
+const ACCEPT_BACKOFF_MS: (u64, u64) = (10, 1000);
+
+impl Housekeeping {
+    pub(crate) fn new(idle_timeout: Option<Duration>) -> Self {
+        let h = Housekeeping {
+            epoch: Instant::now(),
+            next_sweep: Default::default(),
+            accept_retry: Default::default(),
+            accept_backoff_ms: std::sync::atomic::AtomicU64::new(ACCEPT_BACKOFF_MS.0),
+            inbound_open: Default::default(),
+        };
+        if let Some(t) = idle_timeout {
+            h.next_sweep
+                .store(h.at(Instant::now() + Self::sweep_every(t)), Ordering::Relaxed);
+        }
+        h
+    }
+
+    fn sweep_every(idle_timeout: Duration) -> Duration {
+        (idle_timeout / 4).max(Duration::from_millis(5))
+    }
+
+    fn at(&self, t: Instant) -> u64 {
+        (t.saturating_duration_since(self.epoch).as_nanos() as u64).max(1)
+    }
+
+    fn instant(&self, ns: u64) -> Instant {
+        self.epoch + Duration::from_nanos(ns)
+    }
+
+    /// The nearest timer, if any is set.
+    fn next_due(&self) -> Option<Instant> {
+        let (a, b) = (
+            self.next_sweep.load(Ordering::Relaxed),
+            self.accept_retry.load(Ordering::Relaxed),
+        );
+        match (a, b) {
+            (0, 0) => None,
+            (0, x) | (x, 0) => Some(self.instant(x)),
+            (a, b) => Some(self.instant(a.min(b))),
+        }
+    }
 }
 
 /// A request waiting for (or being run by) an upcall thread.
@@ -285,7 +362,7 @@ impl OrbInner {
             if polled || self.lf.is_shutdown() {
                 return Lead::Idle;
             }
-            let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            let timeout = self.poll_timeout(deadline);
             match self
                 .reactor
                 .poll(timeout, |ev| self.handle_ready(ev, &mut first))
@@ -297,6 +374,100 @@ impl OrbInner {
                 }
             }
             polled = true;
+        }
+    }
+
+    /// The leader's poll timeout: until its own deadline or the next timer, whichever comes
+    /// first; timers that are due run first. Reads the clock only when one of them is set.
+    fn poll_timeout(&self, deadline: Option<Instant>) -> Option<Duration> {
+        let mut due = self.housekeeping.next_due();
+        if due.is_none() && deadline.is_none() {
+            return None;
+        }
+        let now = Instant::now();
+        if due.is_some_and(|d| d <= now) {
+            self.run_timers(now);
+            due = self.housekeeping.next_due();
+        }
+        let until = match (deadline, due) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b)?,
+        };
+        Some(until.saturating_duration_since(now))
+    }
+
+    /// Runs the timers that are due at `now` (leader only).
+    fn run_timers(&self, now: Instant) {
+        let hk = &self.housekeeping;
+        let retry = hk.accept_retry.load(Ordering::Relaxed);
+        if retry != 0 && hk.instant(retry) <= now {
+            hk.accept_retry.store(0, Ordering::Relaxed);
+            for e in self.reactor.entries() {
+                if let Entry::Listener(l) = e {
+                    self.accept_all(&l);
+                }
+            }
+        }
+        let sweep = hk.next_sweep.load(Ordering::Relaxed);
+        if let (Some(timeout), true) = (self.config.idle_timeout, sweep != 0) {
+            if hk.instant(sweep) <= now {
+                hk.next_sweep.store(
+                    hk.at(now + Housekeeping::sweep_every(timeout)),
+                    Ordering::Relaxed,
+                );
+                self.sweep(now, timeout);
+            }
+        }
+    }
+
+    /// Closes connections that have been idle, or whose partial message has stalled, for
+    /// `timeout` (see [`OrbBuilder::idle_timeout`](crate::OrbBuilder::idle_timeout)). A
+    /// connection counts as unchanged while it reads no byte and sends no request.
+    fn sweep(&self, now: Instant, timeout: Duration) {
+        for e in self.reactor.entries() {
+            let Entry::Conn(c) = e else { continue };
+            if c.is_closed() {
+                continue;
+            }
+            // Busy: a reply owed or awaited, upcalls, bytes to send, or reading stopped by us.
+            let busy = c.dispatching.load(Ordering::Relaxed) > 0
+                || c.queued_bytes() > 0
+                || c.paused.load(Ordering::Relaxed)
+                || c.write_blocked.load(Ordering::Relaxed)
+                || !lock(&c.pending).is_empty()
+                || !lock(&c.running).is_empty();
+            let mut rs = lock(&c.read);
+            let partial = rs.buffered() > 0;
+            let sign = (rs.bytes_in(), c.request_ids_used());
+            let candidate = !busy && !rs.has_frames();
+            let expired = match rs.sweep_mark {
+                Some((seen, since)) if candidate && seen == sign => {
+                    now.saturating_duration_since(since) >= timeout
+                }
+                _ => {
+                    rs.sweep_mark = Some((sign, now));
+                    false
+                }
+            };
+            drop(rs);
+            if !expired {
+                continue;
+            }
+            self.stats
+                .connections_timed_out
+                .fetch_add(1, Ordering::Relaxed);
+            if partial {
+                tracing::debug!(peer = %c.peer, "partial message stalled; closing connection");
+                self.close_connection(&c, CloseCause::Io("partial message stalled".into()));
+            } else {
+                tracing::debug!(peer = %c.peer, "idle connection closed");
+                // A server may always send CloseConnection; a client only in GIOP 1.2, and
+                // the version of a connection we opened is not known here: just close it.
+                if c.origin == Origin::Inbound {
+                    self.send_close_connection(&c);
+                }
+                self.close_connection(&c, CloseCause::Io("idle timeout".into()));
+            }
         }
     }
 
@@ -338,10 +509,22 @@ impl OrbInner {
         loop {
             match l.accept() {
                 Ok((s, peer)) => {
+                    let hk = &self.housekeeping;
+                    hk.accept_backoff_ms
+                        .store(ACCEPT_BACKOFF_MS.0, Ordering::Relaxed);
+                    if hk.inbound_open.load(Ordering::Relaxed) >= self.config.max_connections {
+                        self.stats
+                            .connections_refused
+                            .fetch_add(1, Ordering::Relaxed);
+                        tracing::debug!(%peer, "max_connections open; connection refused");
+                        drop(s);
+                        continue;
+                    }
                     let s = std::net::TcpStream::from(s);
                     let _ = s.set_nodelay(true);
                     match self.add_connection(s, peer, Origin::Inbound) {
                         Ok(_) => {
+                            hk.inbound_open.fetch_add(1, Ordering::Relaxed);
                             self.stats
                                 .connections_accepted
                                 .fetch_add(1, Ordering::Relaxed);
@@ -352,8 +535,19 @@ impl OrbInner {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    // EMFILE and friends: log and retry on the next readiness event.
-                    tracing::warn!(error = %e, "accept failed");
+                    // EMFILE and friends. The connections left in the backlog raise no new
+                    // readiness event, so retry after a back-off (the leader's poll timeout).
+                    self.stats.accept_errors.fetch_add(1, Ordering::Relaxed);
+                    let hk = &self.housekeeping;
+                    let ms = hk.accept_backoff_ms.load(Ordering::Relaxed);
+                    hk.accept_backoff_ms
+                        .store((ms * 2).min(ACCEPT_BACKOFF_MS.1), Ordering::Relaxed);
+                    hk.accept_retry.store(
+                        hk.at(Instant::now() + Duration::from_millis(ms)),
+                        Ordering::Relaxed,
+                    );
+                    tracing::warn!(error = %e, retry_ms = ms, "accept failed");
+                    self.reactor.wake();
                     return;
                 }
             }
@@ -403,6 +597,11 @@ impl OrbInner {
                     for w in waiters {
                         self.lf.complete(&w, Ok(None), None, self);
                     }
+                    if c.write_blocked.swap(false, Ordering::AcqRel) {
+                        // Read it again (see `service`).
+                        self.reactor.push_ready(c.clone());
+                        self.reactor.wake();
+                    }
                 }
             }
             Err(e) => self.close_connection(c, CloseCause::Io(e.to_string())),
@@ -414,6 +613,15 @@ impl OrbInner {
     /// spans one read's worth of frames at most.
     fn service(&self, conn: &Arc<Connection>, held: &mut Option<Arc<Connection>>) -> Option<Frame> {
         if conn.is_closed() || conn.paused.load(Ordering::Acquire) {
+            return None;
+        }
+        let max = self.config.max_queued_bytes;
+        if conn.queued_bytes() > max && conn.watch_drain(max) {
+            // The peer does not read what we send: stop reading what it sends (its next
+            // requests wait in its socket) until a flush brings the queue under its bound
+            // (`after_write`). So the leader never waits for a drain, and what it queues
+            // here is bounded too.
+            conn.write_blocked.store(true, Ordering::Release);
             return None;
         }
         let mut rs = lock(&conn.read);
@@ -501,13 +709,14 @@ impl OrbInner {
                 }
                 if current_depth() >= self.config.max_nesting_depth {
                     if request.header.response_expected() {
+                        // The leader's own reply: queued, never waited for.
                         let id = request.header.request_id;
-                        self.send_reply(
-                            conn,
+                        let parts = self.reply_parts(
                             version,
                             id,
                             ReplyBody::System(crate::Orb::nesting_error()),
                         );
+                        let _ = self.send_now(conn, parts);
                     }
                     return Handled::Done;
                 }
@@ -572,7 +781,7 @@ impl OrbInner {
                 };
                 let mut buf = BytesMut::with_capacity(24);
                 write_locate_reply(&mut buf, version, lr.request_id, status, |_| {});
-                let _ = self.send_frame(conn, buf.freeze());
+                let _ = self.send_now(conn, [buf.freeze(), Bytes::new()]);
                 Handled::Done
             }
             Message::LocateReply(lr) => {
@@ -746,6 +955,8 @@ impl OrbInner {
         }
     }
 
+    /// Sends an upcall's reply (not the leader: it may wait for the queue to drain, up to
+    /// `call_timeout`; a peer that does not read for that long loses its connection).
     fn send_reply(
         &self,
         conn: &Arc<Connection>,
@@ -753,6 +964,18 @@ impl OrbInner {
         request_id: u32,
         body: ReplyBody,
     ) {
+        let parts = self.reply_parts(version, request_id, body);
+        let timeout = self.config.call_timeout;
+        if let Err(e) = self.send_or_wait(conn, parts, || Instant::now() + timeout) {
+            if e.kind == SystemExceptionKind::TIMEOUT {
+                // The peer does not read its replies: give up on it.
+                self.close_connection(conn, CloseCause::Io("peer stopped reading".into()));
+            }
+        }
+    }
+
+    /// Encodes a Reply as (head, body) parts.
+    fn reply_parts(&self, version: Version, request_id: u32, body: ReplyBody) -> [Bytes; 2] {
         let too_big = match &body {
             ReplyBody::Octets(b) => b.len() > self.config.max_message_size,
             ReplyBody::User(u) => u.payload.len() > self.config.max_message_size,
@@ -777,7 +1000,7 @@ impl OrbInner {
             status,
             service_context: ServiceContextList::default(),
         };
-        let parts = match &body {
+        match &body {
             // A large result goes out from its own buffer (see `frame_parts`).
             ReplyBody::Octets(b) if b.len() >= SPLIT_BODY_AT => frame_parts(
                 |head| write_reply(head, version, &header, |w| w.write_len(b.len())),
@@ -803,27 +1026,23 @@ impl OrbInner {
                 });
                 [frame, Bytes::new()]
             }
-        };
-        let timeout = self.config.call_timeout;
-        if let Err(e) = self.send_frame_until(conn, parts, || Instant::now() + timeout) {
-            if e.kind == SystemExceptionKind::TIMEOUT {
-                // The peer does not read its replies: give up on it.
-                self.close_connection(conn, CloseCause::Io("peer stopped reading".into()));
-            }
         }
     }
 
-    /// Sends a whole frame on `conn`; a failure closes the connection.
+    /// Sends a whole frame on `conn` at once ([`send_now`](Self::send_now)).
     pub(crate) fn send_frame(
         &self,
         conn: &Arc<Connection>,
         frame: Bytes,
     ) -> Result<(), SystemException> {
-        self.send_frame_parts(conn, [frame, Bytes::new()])
+        self.send_now(conn, [frame, Bytes::new()])
     }
 
-    /// Sends a frame given as head and body parts (see [`frame_parts`]).
-    pub(crate) fn send_frame_parts(
+    /// Sends a frame given as head and body parts (see [`frame_parts`]) without ever
+    /// waiting: what the socket does not take is queued, whatever the queue holds. The
+    /// leader's send: the queue it adds to stays bounded because a connection over its
+    /// bound is not read (see the module docs). A failure closes the connection.
+    pub(crate) fn send_now(
         &self,
         conn: &Arc<Connection>,
         parts: [Bytes; 2],
@@ -838,25 +1057,31 @@ impl OrbInner {
         }
     }
 
-    /// Sends a whole frame on `conn`; a failure closes the connection. When the outgoing
-    /// queue is over its bound, waits (as a Leader/Followers participant, so this thread can
-    /// lead and flush) until it drains, at most until `deadline()` (only asked then: a clock
-    /// read per reply otherwise).
-    pub(crate) fn send_frame_until(
+    /// Sends a whole frame on `conn`, by a thread that is not the leader (an upcall's reply,
+    /// a caller's request); a failure closes the connection. A frame is accepted while the
+    /// outgoing queue is under its bound (a soft bound: one frame may take it over); over it,
+    /// this thread first waits (as a bound Leader/Followers participant, so it can lead and
+    /// flush meanwhile) until the queue drains, at most until `deadline()` (only asked then:
+    /// a clock read per reply otherwise). Never called inside [`Driver::lead`].
+    pub(crate) fn send_or_wait(
         &self,
         conn: &Arc<Connection>,
         parts: [Bytes; 2],
         deadline: impl FnOnce() -> Instant,
     ) -> Result<(), SystemException> {
-        self.send_frame_parts(conn, parts)?;
-        if conn.queued_bytes() <= self.config.max_queued_bytes {
-            return Ok(());
+        if conn.queued_bytes() > self.config.max_queued_bytes {
+            self.wait_drain(conn, deadline())?;
         }
-        let deadline = deadline();
+        self.send_now(conn, parts)
+    }
+
+    /// Waits until `conn`'s outgoing queue is under its bound, or `deadline`.
+    fn wait_drain(&self, conn: &Arc<Connection>, deadline: Instant) -> Result<(), SystemException> {
         let p = Participant::bound();
         lock(&conn.drain_waiters).push(p.clone());
-        // Re-check after registering: the leader may have drained it meanwhile.
-        if conn.queued_bytes() <= self.config.max_queued_bytes || conn.is_closed() {
+        // Registered first, then watched: a drain after this check raises the writable
+        // event whose flush (`after_write`) completes the waiters.
+        if !conn.watch_drain(self.config.max_queued_bytes) {
             lock(&conn.drain_waiters).retain(|w| w.id != p.id);
             return Ok(());
         }
@@ -901,6 +1126,11 @@ impl OrbInner {
         self.reactor.remove(conn.token);
         let _ = conn.stream.shutdown(Shutdown::Both);
         self.stats.connections_open.fetch_sub(1, Ordering::Relaxed);
+        if conn.origin == Origin::Inbound {
+            self.housekeeping
+                .inbound_open
+                .fetch_sub(1, Ordering::Relaxed);
+        }
         let held = conn.accounted.swap(0, Ordering::Relaxed);
         self.stats.account_buffer(held, 0);
         // Forget it in the connection cache: its own endpoint if we opened it, and any

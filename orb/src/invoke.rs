@@ -371,7 +371,7 @@ impl OrbInner {
             lock(&conn.pending).insert(request_id, p.clone());
             self.lf.caller_will_wait(self);
         }
-        if let Err(e) = self.send_frame_until(&conn, parts, || deadline) {
+        if let Err(e) = self.send_or_wait(&conn, parts, || deadline) {
             lock(&conn.pending).remove(&request_id);
             if participant.is_some() {
                 self.lf.did_not_wait(self);

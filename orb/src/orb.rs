@@ -53,7 +53,7 @@ impl Default for Config {
             nested_upcalls: true,
             shutdown_grace: Duration::from_secs(5),
             thread_stack_size: 64 << 20,
-            max_queued_bytes: 64 << 20,
+            max_queued_bytes: 4 << 20,
             bidir: true,
             standby_tick: Some(Duration::from_millis(10)),
             max_connections: 1024,
@@ -302,6 +302,7 @@ impl OrbBuilder {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0);
         let standby_tick = config.standby_tick;
+        let idle_timeout = config.idle_timeout;
         let inner = Arc::new(OrbInner {
             config,
             host,
@@ -319,6 +320,7 @@ impl OrbBuilder {
             key_nonce: nonce,
             threads: Mutex::new(Vec::new()),
             id: NEXT_ORB_ID.fetch_add(1, Ordering::Relaxed),
+            housekeeping: crate::driver::Housekeeping::new(idle_timeout),
         });
         let mut handles = Vec::new();
         for i in 0..inner.config.threads {
@@ -419,6 +421,8 @@ pub(crate) struct OrbInner {
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// Unique among the process's ORBs (a thread's cached connection names its ORB by it).
     pub(crate) id: u64,
+    /// The leader's timers (idle sweep, accept retry) and the inbound connection count.
+    pub(crate) housekeeping: crate::driver::Housekeeping,
 }
 
 /// The next [`OrbInner::id`].
