@@ -96,8 +96,10 @@ impl Housekeeping {
             inbound_open: Default::default(),
         };
         if let Some(t) = idle_timeout {
-            h.next_sweep
-                .store(h.at(Instant::now() + Self::sweep_every(t)), Ordering::Relaxed);
+            h.next_sweep.store(
+                h.at(Instant::now() + Self::sweep_every(t)),
+                Ordering::Relaxed,
+            );
         }
         h
     }

@@ -49,7 +49,10 @@ fn backlog_is_accepted_once_fds_are_free_again() {
             answered += 1;
         }
     }
-    assert_eq!(answered, QUEUED, "only {answered} of {QUEUED} queued connections answered");
+    assert_eq!(
+        answered, QUEUED,
+        "only {answered} of {QUEUED} queued connections answered"
+    );
     if let Some(errors) = server.stat("accept_errors") {
         assert!(errors > 0, "accept errors not counted");
     }

@@ -141,7 +141,10 @@ fn max_connections_is_enforced() {
             Some((4, _)) => answered += 1, // LocateReply
             Some((t, _)) => panic!("unexpected message type {t}"),
             None => {
-                assert!(closed_within(s, Duration::from_secs(5)), "neither answered nor closed");
+                assert!(
+                    closed_within(s, Duration::from_secs(5)),
+                    "neither answered nor closed"
+                );
                 closed += 1;
             }
         }
@@ -158,7 +161,10 @@ fn idle_and_stalled_connections_are_closed() {
     // Idle after one exchange.
     let mut idle = TcpStream::connect(server.addr).unwrap();
     std::io::Write::write_all(&mut idle, &locate_request(1)).unwrap();
-    assert_eq!(read_frame(&mut idle, Duration::from_secs(5)).map(|f| f.0), Some(4));
+    assert_eq!(
+        read_frame(&mut idle, Duration::from_secs(5)).map(|f| f.0),
+        Some(4)
+    );
     let next = read_frame(&mut idle, Duration::from_secs(10));
     assert_eq!(next.map(|f| f.0), Some(5), "expected CloseConnection");
     assert!(closed_within(&mut idle, Duration::from_secs(5)));

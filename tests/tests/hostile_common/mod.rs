@@ -5,8 +5,7 @@
 
 use bytes::{Bytes, BytesMut};
 use orb::giop::{
-    write_locate_request, write_request, RequestHeader, ServiceContextList, TargetAddress,
-    Version,
+    write_locate_request, write_request, RequestHeader, ServiceContextList, TargetAddress, Version,
 };
 use orb_tests::orbtest::{EchoClient, Payload};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -219,12 +218,15 @@ pub fn flood(s: &mut TcpStream, frame: &[u8], max_bytes: usize, stall: Duration)
     sent
 }
 
+/// Each call's latency and outcome.
+pub type Results = Arc<Mutex<Vec<(Duration, Result<(), String>)>>>;
+
 /// An unrelated client calling `Echo` in a loop until stopped; records each call's latency
 /// and failure.
 pub struct Probe {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
-    pub results: Arc<Mutex<Vec<(Duration, Result<(), String>)>>>,
+    pub results: Results,
 }
 
 impl Probe {
@@ -232,7 +234,7 @@ impl Probe {
     /// exception other than TIMEOUT counts as completed, e.g. NO_RESOURCES).
     pub fn start(target: orb::ObjectRef, orb: orb::Orb, expect_ok: bool) -> Probe {
         let stop = Arc::new(AtomicBool::new(false));
-        let results = Arc::new(Mutex::new(Vec::new()));
+        let results: Results = Arc::new(Mutex::new(Vec::new()));
         let (st, res) = (stop.clone(), results.clone());
         let thread = std::thread::spawn(move || {
             let client = EchoClient::new(&orb, target);
@@ -293,7 +295,12 @@ impl Probe {
         let mut lat: Vec<Duration> = r.iter().map(|(d, _)| *d).collect();
         lat.sort();
         let p99 = lat[(lat.len() * 99 / 100).min(lat.len() - 1)];
-        eprintln!("probe: {} calls, p50 {:?}, p99 {:?}", lat.len(), lat[lat.len() / 2], p99);
+        eprintln!(
+            "probe: {} calls, p50 {:?}, p99 {:?}",
+            lat.len(),
+            lat[lat.len() / 2],
+            p99
+        );
         assert!(p99 < Duration::from_millis(200), "p99 {p99:?} over 200 ms");
     }
 }
