@@ -441,7 +441,11 @@ impl OrbInner {
             let mut rs = lock(&c.read);
             let partial = rs.buffered() > 0;
             let sign = (rs.bytes_in(), c.request_ids_used());
-            let candidate = !busy && !rs.has_frames();
+            // Only accepted connections are closed for idling: closing one of ours could race
+            // a caller that has just picked it from the cache, and fail a call that was never
+            // sent. The server at the other end closes it with CloseConnection, after which
+            // our callers resend. A stalled partial message is dropped either way.
+            let candidate = !busy && !rs.has_frames() && (partial || c.origin == Origin::Inbound);
             let expired = match rs.sweep_mark {
                 Some((seen, since)) if candidate && seen == sign => {
                     now.saturating_duration_since(since) >= timeout
@@ -463,11 +467,8 @@ impl OrbInner {
                 self.close_connection(&c, CloseCause::Io("partial message stalled".into()));
             } else {
                 tracing::debug!(peer = %c.peer, "idle connection closed");
-                // A server may always send CloseConnection; a client only in GIOP 1.2, and
-                // the version of a connection we opened is not known here: just close it.
-                if c.origin == Origin::Inbound {
-                    self.send_close_connection(&c);
-                }
+                // Inbound only (see above): as the server, we may always send CloseConnection.
+                self.send_close_connection(&c);
                 self.close_connection(&c, CloseCause::Io("idle timeout".into()));
             }
         }

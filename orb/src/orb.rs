@@ -250,9 +250,10 @@ impl OrbBuilder {
     /// it (default 60 s; `None` never closes idle connections).
     ///
     /// Idle means nothing pending either way: no reply owed or awaited, no upcall running,
-    /// nothing queued to send, no partial message. An idle connection is closed with
-    /// CloseConnection where GIOP allows it (a server may always send it, a client only in
-    /// GIOP 1.2; otherwise the socket is just closed); the peer reconnects when it next calls.
+    /// nothing queued to send, no partial message. An idle accepted connection is closed
+    /// with CloseConnection (a server may always send it); the peer reconnects when it next
+    /// calls. Connections this ORB opened are not closed for idling (closing one could race
+    /// a caller that has just picked it; the server closes them).
     /// A partial message (or fragment chain) that receives no byte for this long is dropped
     /// by closing the connection: this is the header timeout against slowloris peers.
     /// Connections are checked every quarter of the timeout, by the leader of the event loop
