@@ -22,7 +22,7 @@
 //! next request at once, and those requests leave together when the batch is done
 //! ([`release_writes`](Connection::release_writes)) instead of one `writev` each.
 
-use crate::giop::{Frame, FrameError, GiopCodec, Header, HEADER_LEN};
+use crate::giop::{Frame, FrameError, GiopCodec, Header, Version, HEADER_LEN};
 use crate::lf::Participant;
 use crate::reactor::Reactor;
 use crate::servant::Context;
@@ -32,7 +32,7 @@ use mio::Interest;
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio_util::codec::Decoder;
 
@@ -91,6 +91,8 @@ pub(crate) struct ReadState {
     /// The idle sweep's last look: (bytes read, request ids used) then, and since when the
     /// connection has looked the same.
     pub(crate) sweep_mark: Option<((u64, u32), std::time::Instant)>,
+    /// The minor version of the last GIOP header received (see `note_header_version`).
+    version_seen: Option<u8>,
 }
 
 /// Smallest allocation for received bytes that frames are split from (as tokio's `FramedRead`
@@ -118,6 +120,7 @@ impl ReadState {
             frames: VecDeque::new(),
             maybe_readable: true,
             read_closed: false,
+            version_seen: None,
             bytes_in: 0,
             sweep_mark: None,
         }
@@ -131,10 +134,27 @@ impl ReadState {
     }
 
     fn decode_all(&mut self) -> Result<(), FrameError> {
-        while let Some(f) = self.codec.decode(&mut self.buf)? {
-            self.frames.push_back(f);
+        loop {
+            self.note_header_version();
+            match self.codec.decode(&mut self.buf)? {
+                Some(f) => self.frames.push_back(f),
+                None => return Ok(()),
+            }
         }
-        Ok(())
+    }
+
+    /// Records the GIOP version of the header that starts the undecoded bytes, if it is one we
+    /// speak, before the codec looks at it: so a message that fails to decode still tells
+    /// which version to answer MessageError in.
+    fn note_header_version(&mut self) {
+        if let [b'G', b'I', b'O', b'P', 1, minor @ 0..=2, ..] = self.buf[..] {
+            self.version_seen = Some(minor);
+        }
+    }
+
+    /// The GIOP minor version of the last message header the peer sent (1.0, 1.1 or 1.2).
+    pub(crate) fn version_seen(&self) -> Option<u8> {
+        self.version_seen
     }
 
     /// The next decoded frame.
@@ -436,7 +456,13 @@ pub(crate) struct Connection {
     pub(crate) accounted: AtomicUsize,
     /// Mirror of the outgoing queue's length, updated under the write lock.
     queued: AtomicUsize,
+    /// The GIOP minor version of the last message sent or received here
+    /// ([`NO_VERSION`] before any): what CloseConnection and MessageError are written in.
+    version: AtomicU8,
 }
+
+/// [`Connection::version`] before any message: unknown.
+const NO_VERSION: u8 = u8::MAX;
 
 impl Connection {
     pub(crate) fn new(
@@ -471,7 +497,32 @@ impl Connection {
             closed: AtomicBool::new(false),
             accounted: AtomicUsize::new(0),
             queued: AtomicUsize::new(0),
+            version: AtomicU8::new(NO_VERSION),
         }
+    }
+
+    /// Notes the GIOP minor version of a message sent or received on this connection (a
+    /// relaxed load per call; a store only when it changes).
+    pub(crate) fn note_version(&self, minor: u8) {
+        if self.version.load(Ordering::Relaxed) != minor {
+            self.version.store(minor, Ordering::Relaxed);
+        }
+    }
+
+    /// The GIOP version the connection speaks: that of the last message sent or received on
+    /// it, `None` before any.
+    pub(crate) fn version(&self) -> Option<Version> {
+        match self.version.load(Ordering::Relaxed) {
+            NO_VERSION => None,
+            minor => Some(Version { major: 1, minor }),
+        }
+    }
+
+    /// Whether we may send CloseConnection here. A server may in every version; a client
+    /// only in GIOP 1.2, where either side may (WIRE-GIOP §2.5: in 1.0 and 1.1 it is a
+    /// server's message). Before any message the connection counts as 1.2.
+    pub(crate) fn may_send_close_connection(&self) -> bool {
+        self.origin == Origin::Inbound || self.version().is_none_or(|v| v >= Version::V1_2)
     }
 
     /// A fresh request id (step 2 keeps the parity).
@@ -597,6 +648,27 @@ impl Connection {
         }
         w.writing = true;
         self.write_queue(w, stats, reactor)
+    }
+
+    /// Before an orderly close: lets a write in progress on another thread finish (a
+    /// non-blocking system call, or a leader's short hold of the writer role: never a wait for
+    /// the peer), then writes what is queued once, without waiting for the peer. Without it, a
+    /// frame queued behind that write (the CloseConnection) would be dropped by the close.
+    /// What the socket does not take now is lost with the close.
+    pub(crate) fn flush_before_close(&self, stats: &Stats, reactor: &Reactor) {
+        for _ in 0..100_000 {
+            let w = lock(&self.write);
+            if w.closed || w.queue.is_empty() {
+                return;
+            }
+            if !w.writing {
+                drop(w);
+                let _ = self.flush(stats, reactor);
+                return;
+            }
+            drop(w);
+            std::thread::yield_now();
+        }
     }
 
     /// Takes the writer role without writing: frames sent from now on are queued, and go out

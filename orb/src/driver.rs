@@ -636,7 +636,12 @@ impl OrbInner {
                 self.release_writes(held);
                 rs = lock(&conn.read);
             }
-            match rs.read_from(&conn.stream, &self.stats) {
+            let read = rs.read_from(&conn.stream, &self.stats);
+            if let Some(minor) = rs.version_seen() {
+                // Before the frames are handled: a frame that failed to decode counts too.
+                conn.note_version(minor);
+            }
+            match read {
                 Ok(true) => {}
                 Ok(false) => {
                     eof = true;
@@ -1105,18 +1110,34 @@ impl OrbInner {
         self.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(peer = %conn.peer, error = %e, "protocol error; closing connection");
         if !matches!(e, FrameError::Io(_)) {
+            // In the connection's version; a version we do not speak gets our highest
+            // (CORBA 3.0 §15.4.1), as does a connection that sent nothing readable yet.
+            let version = match e {
+                FrameError::UnsupportedVersion(_) => Version::V1_2,
+                _ => conn.version().unwrap_or(Version::V1_2),
+            };
             let mut buf = BytesMut::with_capacity(12);
-            write_message_error(&mut buf, Version::V1_2);
-            let _ = conn.send(buf.freeze(), &self.stats, &self.reactor);
+            write_message_error(&mut buf, version);
+            if conn.send(buf.freeze(), &self.stats, &self.reactor).is_ok() {
+                conn.flush_before_close(&self.stats, &self.reactor);
+            }
         }
         self.close_connection(conn, CloseCause::Protocol(e.to_string()));
     }
 
-    /// Best-effort CloseConnection before an orderly close.
+    /// Best-effort CloseConnection before an orderly close, in the connection's version,
+    /// where GIOP lets us send it (a client of a 1.0 or 1.1 connection only closes; see
+    /// [`Connection::may_send_close_connection`]).
     pub(crate) fn send_close_connection(&self, conn: &Arc<Connection>) {
+        if !conn.may_send_close_connection() {
+            return;
+        }
+        let version = conn.version().unwrap_or(Version::V1_2);
         let mut buf = BytesMut::with_capacity(12);
-        crate::giop::write_close_connection(&mut buf, Version::V1_2);
-        let _ = conn.send(buf.freeze(), &self.stats, &self.reactor);
+        crate::giop::write_close_connection(&mut buf, version);
+        if conn.send(buf.freeze(), &self.stats, &self.reactor).is_ok() {
+            conn.flush_before_close(&self.stats, &self.reactor);
+        }
     }
 
     /// Closes a connection once: forgets it, shuts the socket, cancels its running upcalls and

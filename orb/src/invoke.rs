@@ -297,6 +297,7 @@ impl OrbInner {
         })?;
         let version = profile.version.min(Version::V1_2);
         let conn = self.connection_to(&profile.host, profile.port, deadline)?;
+        conn.note_version(version.minor);
         let request_id = conn.next_request_id();
         let span = tracing::debug_span!(
             "invoke",
