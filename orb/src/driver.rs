@@ -883,6 +883,14 @@ impl OrbInner {
                 tracing::debug!("request cancelled before it started; not dispatched");
                 return ReplyBody::System(SystemException::timeout("cancelled before dispatch"));
             }
+            // Nested upcalls recurse on this thread's stack: refuse rather than overflow it
+            // (an overflow aborts the whole process, whatever thread it happens on).
+            if let Some(left) = stacker::remaining_stack() {
+                if left < self.config.upcall_stack_reserve {
+                    tracing::warn!(stack_left = left, depth, "upcall refused: stack low");
+                    return ReplyBody::System(crate::Orb::stack_error(left));
+                }
+            }
             self.dispatch(request.body, key, &ctx)
         }))
         .unwrap_or_else(|panic| {

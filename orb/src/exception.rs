@@ -194,6 +194,8 @@ pub mod minor {
     pub const CLOSED_BY_PEER: u32 = VENDOR | 12;
     /// UNKNOWN: the peer raised an exception id we do not know.
     pub const UNKNOWN_EXCEPTION_ID: u32 = VENDOR | 13;
+    /// NO_RESOURCES: the serving thread had too little stack left to run the upcall.
+    pub const STACK_LOW: u32 = VENDOR | 14;
 }
 
 /// A CORBA system exception: kind, minor code, completion status, and (locally only) a

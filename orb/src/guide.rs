@@ -51,7 +51,10 @@
 //! - [`max_nesting_depth`](crate::OrbBuilder::max_nesting_depth) caps nested upcalls on one
 //!   thread (NO_RESOURCES beyond it). Nested upcalls recurse on the serving thread's stack:
 //!   pool threads get 64 MiB of address space; give your own calling threads enough stack for
-//!   the depth you need.
+//!   the depth you need. Whatever the depth, a thread with less than
+//!   [`upcall_stack_reserve`](crate::OrbBuilder::upcall_stack_reserve) of stack left answers
+//!   NO_RESOURCES (minor `STACK_LOW`) instead of running the upcall, so no peer can overflow
+//!   a stack and abort the process.
 //! - [`max_dispatches_per_connection`](crate::OrbBuilder::max_dispatches_per_connection)
 //!   stops reading a connection while that many of its upcalls run (back-pressure). An upcall
 //!   waiting for a nested reply does not count: it is not running.

@@ -29,6 +29,7 @@ pub(crate) struct Config {
     pub(crate) max_message_size: usize,
     pub(crate) max_dispatches_per_connection: usize,
     pub(crate) max_nesting_depth: usize,
+    pub(crate) upcall_stack_reserve: usize,
     pub(crate) nested_upcalls: bool,
     pub(crate) shutdown_grace: Duration,
     pub(crate) thread_stack_size: usize,
@@ -50,6 +51,7 @@ impl Default for Config {
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             max_dispatches_per_connection: 64,
             max_nesting_depth: 1024,
+            upcall_stack_reserve: 256 << 10,
             nested_upcalls: true,
             shutdown_grace: Duration::from_secs(5),
             thread_stack_size: 64 << 20,
@@ -153,6 +155,20 @@ impl OrbBuilder {
     #[must_use]
     pub fn max_nesting_depth(mut self, n: usize) -> Self {
         self.config.max_nesting_depth = n;
+        self
+    }
+
+    /// Stack that must remain on a thread before it runs an upcall (default 256 KiB).
+    ///
+    /// Nested upcalls recurse on the serving thread's stack (about 3 KiB per level in release
+    /// builds, 10 KiB in debug), so a thread with a small stack can run out long before
+    /// [`max_nesting_depth`](Self::max_nesting_depth). Before each upcall the ORB checks the
+    /// stack left on the current thread, whichever thread it is; below this reserve the
+    /// request is answered with NO_RESOURCES (completed NO) instead of overflowing the stack,
+    /// which would abort the process. Raise it if your servants need much stack themselves.
+    #[must_use]
+    pub fn upcall_stack_reserve(mut self, bytes: usize) -> Self {
+        self.config.upcall_stack_reserve = bytes;
         self
     }
 
@@ -606,5 +622,16 @@ impl Orb {
             CompletionStatus::No,
         )
         .with_detail("nested upcall depth limit reached")
+    }
+
+    pub(crate) fn stack_error(remaining: usize) -> SystemException {
+        SystemException::new(
+            SystemExceptionKind::NO_RESOURCES,
+            minor::STACK_LOW,
+            CompletionStatus::No,
+        )
+        .with_detail(format!(
+            "only {remaining} bytes of stack left on the serving thread; upcall not run"
+        ))
     }
 }
