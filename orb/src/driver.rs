@@ -301,6 +301,12 @@ impl Driver for OrbInner {
         if let Some(c) = first {
             self.reactor.push_ready(c);
         }
+        if found {
+            // A thread may have taken the role meanwhile and be about to wait in the poll,
+            // where the events taken here would raise nothing again (issue 16, scenario 8;
+            // modelled in `lf::loom_tests::tick_mode_look_at_the_loop_strands_no_event`).
+            self.reactor.wake();
+        }
         found
     }
 

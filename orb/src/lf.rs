@@ -274,8 +274,11 @@ pub(crate) trait Driver {
         true
     }
     /// Looks at the event loop without waiting: whether events arrived (they stay queued for
-    /// the next [`lead`](Self::lead)). Called by an upcall thread while the role is vacant;
-    /// false if someone else is polling (that one sees the events).
+    /// the next [`lead`](Self::lead)). Called by an upcall thread while the role may be
+    /// vacant; false if someone else is polling (that one sees the events). Events it takes
+    /// from the poll must be announced with a leader wake-up: a thread may have taken the
+    /// role meanwhile, found nothing queued and be about to wait in the poll, where those
+    /// events would raise nothing again.
     fn events_waiting(&self) -> bool {
         false
     }
@@ -1453,10 +1456,17 @@ mod loom_tests {
         }
     }
 
-    /// The "network": replies the leader will read, and a wake flag standing for the waker.
+    type Event = (Option<Arc<Participant>>, u32);
+
+    /// The "network", as the reactor has it: `inbox` holds events not polled yet (the
+    /// kernel's) and a wake flag standing for the waker; `ready` the events polled but not
+    /// handled (the ready list); `poll` is held by the one thread polling (the leader waiting
+    /// for events, or `events_waiting` looking without waiting).
     struct Net {
         lf: Arc<Lf>,
-        inbox: Mutex<(VecDeque<(Option<Arc<Participant>>, u32)>, bool)>,
+        inbox: Mutex<(VecDeque<Event>, bool)>,
+        ready: Mutex<VecDeque<Event>>,
+        poll: Mutex<()>,
         cv: Condvar,
         leaders: AtomicUsize,
         upcall_pending: Mutex<bool>,
@@ -1490,14 +1500,20 @@ mod loom_tests {
                 Some(p.id),
                 "the leader is still registered as the standby"
             );
-            let ev = {
+            // As `lead_holding`: the ready list first, then one poll (which blocks until an
+            // event or a wake-up), whose events go on the ready list.
+            let queued = lock(&self.ready).pop_front();
+            let ev = queued.or_else(|| {
+                let _polling = lock(&self.poll);
                 let mut g = lock(&self.inbox);
                 while g.0.is_empty() && !g.1 {
                     g = self.cv.wait(g).unwrap();
                 }
                 g.1 = false;
-                g.0.pop_front()
-            };
+                let mut ready = lock(&self.ready);
+                ready.extend(g.0.drain(..));
+                ready.pop_front()
+            });
             let upcall = std::mem::take(&mut *lock(&self.upcall_pending));
             self.leaders.fetch_sub(1, Ordering::SeqCst);
             let upcall = match ev {
@@ -1526,10 +1542,14 @@ mod loom_tests {
             self.standby.is_some()
         }
         fn wait_standby(&self, timeout: Option<std::time::Duration>) {
-            assert!(timeout.is_none(), "a tick without tick mode");
             let Some((poll, m, cv)) = &self.standby else {
                 return;
             };
+            if timeout.is_some() {
+                // A tick (tick mode): the timer may fire at any moment; here, at once.
+                lock(m).1 = false;
+                return;
+            }
             let _in_poll = lock(poll);
             let mut g = lock(m);
             loop {
@@ -1556,8 +1576,27 @@ mod loom_tests {
             self.standby.is_some()
         }
         fn has_pending_work(&self) -> bool {
-            // Queued events stand for the reactor's ready list.
-            !lock(&self.inbox).0.is_empty()
+            !lock(&self.ready).is_empty()
+        }
+        fn events_waiting(&self) -> bool {
+            // As the driver's: the ready list, else a poll without waiting if nobody polls,
+            // whose events go on the ready list and are announced to the leader.
+            if !lock(&self.ready).is_empty() {
+                return true;
+            }
+            let Ok(_polling) = self.poll.try_lock() else {
+                return false;
+            };
+            let found = {
+                let mut g = lock(&self.inbox);
+                let n = g.0.len();
+                lock(&self.ready).extend(g.0.drain(..));
+                n > 0
+            };
+            if found {
+                self.wake_leader();
+            }
+            found
         }
     }
 
@@ -1569,6 +1608,8 @@ mod loom_tests {
         Arc::new(Net {
             lf: lf.clone(),
             inbox: Mutex::new((VecDeque::new(), false)),
+            ready: Mutex::new(VecDeque::new()),
+            poll: Mutex::new(()),
             cv: Condvar::new(),
             leaders: AtomicUsize::new(0),
             upcall_pending: Mutex::new(false),
@@ -1765,6 +1806,43 @@ mod loom_tests {
             let q = Participant::bound();
             n.push(Some(q.clone()), 5);
             until_complete(&q);
+        });
+    }
+
+    /// Tick mode (issue 16, scenario 8): a pool thread leaves the role vacant unarmed for an
+    /// upcall while the standby ticks; the upcall thread then looks at the event loop without
+    /// waiting (`user_code_done`) while a caller, or the standby whose tick found the vacancy,
+    /// takes the role and polls. The reply that look took from the poll must still reach
+    /// the caller (it stranded on the ready list, with the leader asleep in the poll, until
+    /// `events_waiting` announced what it took with a wake-up).
+    #[test]
+    fn tick_mode_look_at_the_loop_strands_no_event() {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(|| {
+            // A tick so short that every vacancy is old enough to take over.
+            let lf = Arc::new(Lf::with_tick(Some(std::time::Duration::from_nanos(1))));
+            lock(&lf.state).tick_mode = true;
+            let n = net_with(&lf, true);
+            let pool: Vec<_> = (0..2)
+                .map(|_| {
+                    let (lf, n) = (lf.clone(), n.clone());
+                    loom::thread::spawn(move || {
+                        let p = Participant::unbound();
+                        assert_eq!(lf.run(&p, None, &*n), Exit::Shutdown);
+                    })
+                })
+                .collect();
+            // A request (an upcall), then the reply a caller waits for.
+            n.push(None, 1);
+            let p = Participant::bound();
+            n.push(Some(p.clone()), 9);
+            assert_eq!(lf.run(&p, None, &*n), Exit::Completed);
+            assert_eq!(p.take().unwrap().unwrap().unwrap().header.request_id, 9);
+            lf.shutdown(&*n);
+            for t in pool {
+                t.join().unwrap();
+            }
         });
     }
 
