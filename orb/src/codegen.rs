@@ -14,8 +14,12 @@ pub use std::time::Duration;
 use crate::exception::minor;
 
 /// Decodes a request message; failure is MARSHAL, COMPLETED_NO (the operation never ran).
+///
+/// Object references in it are marked as arrived over the request's connection (if another
+/// ORB opened it), which bidirectional GIOP may then use to call them.
 pub fn decode_request<M: prost::Message + Default>(body: Bytes) -> Result<M, SystemException> {
-    M::decode(body).map_err(|e| {
+    let from = crate::driver::upcall_connection_id();
+    crate::ior::decoding_from(from, || M::decode(body)).map_err(|e| {
         SystemException::marshal(
             minor::BAD_PARAMETERS,
             CompletionStatus::No,

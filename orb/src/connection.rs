@@ -32,7 +32,7 @@ use mio::Interest;
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio_util::codec::Decoder;
 
@@ -426,6 +426,9 @@ pub(crate) struct WriteState {
 pub(crate) struct Connection {
     /// Reactor token of this connection (slab index and generation).
     pub(crate) token: usize,
+    /// Unique in the process (never reused): what object references that arrived over this
+    /// connection name it by (bidirectional GIOP).
+    pub(crate) id: u64,
     pub(crate) peer: SocketAddr,
     pub(crate) origin: Origin,
     pub(crate) stream: TcpStream,
@@ -438,7 +441,8 @@ pub(crate) struct Connection {
     /// Request id → running upcall. The ids are the peer's, so the seed is random and the
     /// size is bounded by the dispatch limit.
     pub(crate) running: Mutex<HashMap<u32, Context, foldhash::fast::RandomState>>,
-    /// Endpoints the peer announced with BI_DIR_IIOP (calls to them use this connection).
+    /// Endpoints the peer announced with BI_DIR_IIOP (accepted with `bidir_accept`): calls to
+    /// references that arrived over this connection and name one of them use it.
     pub(crate) bidir_endpoints: Mutex<Vec<(String, u16)>>,
     /// Whether we sent our BI_DIR_IIOP listen points on this (outbound) connection.
     pub(crate) bidir_announced: AtomicBool,
@@ -478,8 +482,10 @@ impl Connection {
             Origin::Outbound(..) => 2,
             Origin::Inbound => 1,
         };
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Connection {
             token,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             peer,
             origin,
             stream,

@@ -150,6 +150,15 @@ thread_local! {
     static UPCALL_CONNS: std::cell::RefCell<Vec<Arc<Connection>>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// The id of the connection whose request this thread is serving, if another ORB opened it
+/// (0 otherwise): references in the request's parameters are marked with it (BiDir GIOP).
+pub(crate) fn upcall_connection_id() -> u64 {
+    UPCALL_CONNS.with(|c| match c.borrow().last() {
+        Some(conn) if conn.origin == Origin::Inbound => conn.id,
+        _ => 0,
+    })
+}
+
 /// While alive, the innermost upcall on this thread does not count against its connection's
 /// dispatch limit: it is waiting for a nested call, not running. Without this, nested
 /// callbacks deeper than `max_dispatches_per_connection` would pause the very connection
@@ -715,7 +724,7 @@ impl OrbInner {
             }
             Message::Request(mut request) => {
                 self.stats.requests_received.fetch_add(1, Ordering::Relaxed);
-                if self.config.bidir && conn.origin == Origin::Inbound {
+                if self.config.bidir_accept && conn.origin == Origin::Inbound {
                     if let Some(data) = request.header.service_context.get(context_id::BI_DIR_IIOP)
                     {
                         self.accept_bidir(conn, data);
@@ -822,6 +831,12 @@ impl OrbInner {
     /// Records the listen points a peer announced on a connection it opened: calls to those
     /// endpoints then go over this connection (with odd request ids) instead of a new one.
     /// Host strings are compared textually, as omniORB does (WIRE-GIOP §5.1).
+    /// Notes the listen points a peer announced on a connection it opened (`bidir_accept`).
+    /// They route nothing by themselves: only references that arrive over this connection
+    /// and name one of them are called over it (see `OrbInner::bidir_route`), so a peer
+    /// announcing another server's address cannot receive that server's calls. Takes no
+    /// lock but the connection's own and the map of such connections: never the endpoint
+    /// slots that a connecting caller holds.
     fn accept_bidir(&self, conn: &Arc<Connection>, data: &[u8]) {
         let points = match BiDirListenPoints::from_context_data(data) {
             Ok(p) => p,
@@ -830,28 +845,45 @@ impl OrbInner {
                 return;
             }
         };
-        for (host, port) in points.0 {
-            let ep = (host, port);
-            {
-                // Listen points are peer input: bound what one connection can make us hold.
-                let known = lock(&conn.bidir_endpoints);
-                if known.contains(&ep) {
-                    continue;
-                }
-                if known.len() >= MAX_BIDIR_ENDPOINTS {
-                    tracing::warn!(peer = %conn.peer, "more than {MAX_BIDIR_ENDPOINTS} BiDir listen points; ignoring the rest");
-                    return;
-                }
+        let mut known = lock(&conn.bidir_endpoints);
+        let before = known.len();
+        for ep in points.0 {
+            if known.contains(&ep) {
+                continue;
             }
-            let slot = lock(&self.outbound).slot(&ep.0, ep.1);
-            let mut s = lock(&slot);
-            if s.as_ref().is_some_and(|c| !c.is_closed()) {
-                continue; // a live connection to that endpoint exists; keep using it
+            // Listen points are peer input: bound what one connection can make us hold.
+            if known.len() >= MAX_BIDIR_ENDPOINTS {
+                tracing::warn!(peer = %conn.peer, "more than {MAX_BIDIR_ENDPOINTS} BiDir listen points; ignoring the rest");
+                break;
             }
-            tracing::debug!(peer = %conn.peer, host = %ep.0, port = ep.1, "bidirectional GIOP: calls to this endpoint reuse the connection");
-            *s = Some(conn.clone());
-            lock(&conn.bidir_endpoints).push(ep);
+            tracing::debug!(peer = %conn.peer, host = %ep.0, port = ep.1, "bidirectional GIOP: references from this peer to this endpoint are called over its connection");
+            known.push(ep);
         }
+        let added = known.len() > before;
+        drop(known);
+        if added && !conn.is_closed() {
+            lock(&self.bidir_inbound).insert(conn.id, conn.clone());
+            if conn.is_closed() {
+                // Closed meanwhile: close_connection may have looked before the insert.
+                lock(&self.bidir_inbound).remove(&conn.id);
+            }
+        }
+    }
+
+    /// The inbound connection to call `host:port` over, for a reference that arrived over
+    /// connection `arrived_over`: that connection, if its peer announced this endpoint as a
+    /// BiDir listen point and it is still open.
+    pub(crate) fn bidir_route(
+        &self,
+        arrived_over: u64,
+        host: &str,
+        port: u16,
+    ) -> Option<Arc<Connection>> {
+        let conn = lock(&self.bidir_inbound).get(&arrived_over).cloned()?;
+        let announced = lock(&conn.bidir_endpoints)
+            .iter()
+            .any(|(h, p)| *p == port && h == host);
+        (announced && !conn.is_closed()).then_some(conn)
     }
 
     /// Runs one request on the current thread and sends its reply.
@@ -1171,21 +1203,22 @@ impl OrbInner {
         }
         let held = conn.accounted.swap(0, Ordering::Relaxed);
         self.stats.account_buffer(held, 0);
-        // Forget it in the connection cache: its own endpoint if we opened it, and any
-        // endpoints the peer announced over BiDir if it opened it.
-        let mut endpoints = lock(&conn.bidir_endpoints).clone();
-        if let Origin::Outbound(host, port) = &conn.origin {
-            endpoints.push((host.clone(), *port));
-        }
-        for ep in endpoints {
-            let slot = lock(&self.outbound).get(&ep.0, ep.1).cloned();
-            if let Some(slot) = slot {
-                let mut s = lock(&slot);
-                if s.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) {
-                    *s = None;
+        // Forget it: in the connection cache if we opened it, among the BiDir connections
+        // if the peer did.
+        match &conn.origin {
+            Origin::Outbound(host, port) => {
+                let slot = lock(&self.outbound).get(host, *port).cloned();
+                if let Some(slot) = slot {
+                    let mut s = lock(&slot);
+                    if s.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) {
+                        *s = None;
+                    }
                 }
+                lock(&self.outbound).forget_unused(host, *port);
             }
-            lock(&self.outbound).forget_unused(&ep.0, ep.1);
+            Origin::Inbound => {
+                lock(&self.bidir_inbound).remove(&conn.id);
+            }
         }
         for ctx in lock(&conn.running).values() {
             ctx.cancel();
@@ -1235,11 +1268,16 @@ mod tests {
     use crate::giop::{write_request, RequestHeader, ServiceContextList, TargetAddress};
     use std::io::Write;
 
-    /// A peer announcing ever new BiDir listen points cannot grow the connection cache past
-    /// the per-connection bound, and closing the connection drops its entries.
+    /// A peer announcing ever new BiDir listen points cannot make us hold more than the
+    /// per-connection bound, never touches the outbound connection cache, and closing the
+    /// connection forgets it.
     #[test]
     fn bidir_listen_points_are_bounded_and_forgotten() {
-        let orb = crate::Orb::builder().threads(1).build().unwrap();
+        let orb = crate::Orb::builder()
+            .threads(1)
+            .bidir_accept(true)
+            .build()
+            .unwrap();
         let addr = orb.listen_addrs()[0];
         let mut s = std::net::TcpStream::connect(addr).unwrap();
         for i in 0..50u16 {
@@ -1264,13 +1302,19 @@ mod tests {
             assert!(Instant::now() < deadline, "requests not served");
             std::thread::sleep(Duration::from_millis(5));
         }
-        assert_eq!(lock(&orb.inner.outbound).len(), MAX_BIDIR_ENDPOINTS);
+        {
+            let bidir = lock(&orb.inner.bidir_inbound);
+            assert_eq!(bidir.len(), 1);
+            let conn = bidir.values().next().unwrap();
+            assert_eq!(lock(&conn.bidir_endpoints).len(), MAX_BIDIR_ENDPOINTS);
+        }
+        assert_eq!(lock(&orb.inner.outbound).len(), 0);
         drop(s);
         while orb.stats().connections_open > 0 {
             assert!(Instant::now() < deadline, "connection not closed");
             std::thread::sleep(Duration::from_millis(5));
         }
-        assert_eq!(lock(&orb.inner.outbound).len(), 0);
+        assert_eq!(lock(&orb.inner.bidir_inbound).len(), 0);
         orb.shutdown();
     }
 }

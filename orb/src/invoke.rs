@@ -296,7 +296,16 @@ impl OrbInner {
                 .with_detail("the reference is nil or has no IIOP profile")
         })?;
         let version = profile.version.min(Version::V1_2);
-        let conn = self.connection_to(&profile.host, profile.port, deadline)?;
+        let bidir = target
+            .arrived_over()
+            .filter(|_| self.config.bidir_accept)
+            .and_then(|id| self.bidir_route(id, &profile.host, profile.port));
+        let conn = match bidir {
+            // Not remembered as this thread's last connection: only this reference, which
+            // arrived over it, may use it.
+            Some(c) => c,
+            None => self.connection_to(&profile.host, profile.port, deadline)?,
+        };
         conn.note_version(version.minor);
         let request_id = conn.next_request_id();
         let span = tracing::debug_span!(

@@ -35,6 +35,7 @@ pub(crate) struct Config {
     pub(crate) thread_stack_size: usize,
     pub(crate) max_queued_bytes: usize,
     pub(crate) bidir: bool,
+    pub(crate) bidir_accept: bool,
     pub(crate) standby_tick: Option<Duration>,
     pub(crate) max_connections: usize,
     pub(crate) idle_timeout: Option<Duration>,
@@ -57,6 +58,7 @@ impl Default for Config {
             thread_stack_size: 64 << 20,
             max_queued_bytes: 4 << 20,
             bidir: true,
+            bidir_accept: false,
             standby_tick: Some(Duration::from_millis(10)),
             max_connections: 1024,
             idle_timeout: Some(Duration::from_secs(60)),
@@ -198,13 +200,27 @@ impl OrbBuilder {
         self
     }
 
-    /// Bidirectional GIOP (default on): announce our listen points on connections we open, so
-    /// the peer calls our objects back over them, and accept such announcements from peers,
-    /// calling their objects over the connection they opened. Listen points are not
-    /// authenticated: accepting them trusts the peer (CORBA 3.0 §15.8).
+    /// Offer bidirectional GIOP (default on): announce our listen points on connections we
+    /// open, so that a peer that accepts them calls our objects back over the same connection
+    /// (no connection from it to us, which also works through NAT and firewalls).
     #[must_use]
     pub fn bidir(mut self, enabled: bool) -> Self {
         self.config.bidir = enabled;
+        self
+    }
+
+    /// Accept bidirectional GIOP (default off): take note of the listen points a peer
+    /// announces on a connection it opened, and call an object over that connection instead
+    /// of connecting to it, when the object's reference arrived over that same connection (in
+    /// a request's parameters) and names one of the announced endpoints. Any other reference,
+    /// even to an announced endpoint, gets a connection of its own (omniORB's rule).
+    ///
+    /// Listen points are not authenticated (CORBA 3.0 §15.8). With this rule a peer can only
+    /// receive calls to references it sent itself; without it, a peer announcing another
+    /// server's address would receive the calls meant for that server.
+    #[must_use]
+    pub fn bidir_accept(mut self, enabled: bool) -> Self {
+        self.config.bidir_accept = enabled;
         self
     }
 
@@ -329,6 +345,7 @@ impl OrbBuilder {
             adapter: Adapter::default(),
             stats: Stats::default(),
             outbound: Mutex::new(EndpointMap::default()),
+            bidir_inbound: Mutex::new(HashMap::new()),
             parked: crate::sync::Queue::default(),
             shutting_down: AtomicBool::new(false),
             upcalls_running: AtomicUsize::new(0),
@@ -427,6 +444,9 @@ pub(crate) struct OrbInner {
     /// One slot per remote endpoint; the slot's lock is held while connecting, so concurrent
     /// callers share one connection.
     pub(crate) outbound: Mutex<EndpointMap>,
+    /// Inbound connections whose peer announced BiDir listen points (`bidir_accept`), by
+    /// connection id: where a reference that arrived over one of them is called.
+    pub(crate) bidir_inbound: Mutex<HashMap<u64, Arc<Connection>>>,
     /// Requests read by a bound leader while nested upcalls are disabled, waiting for a pool
     /// thread.
     pub(crate) parked: crate::sync::Queue<crate::driver::Upcall>,

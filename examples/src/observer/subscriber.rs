@@ -85,8 +85,9 @@ fn main() {
         .unwrap_or_else(|| DEFAULT_PUBLISHER.to_string());
     args.finish();
 
-    // This ORB listens: the publisher calls our object back. (With bidirectional GIOP, the
-    // default, the calls come back over the connection we open to the publisher.)
+    // This ORB listens: the publisher calls our object back. (We offer bidirectional GIOP,
+    // the default; a publisher built with `bidir_accept(true)` calls back over the connection
+    // we open to it instead.)
     let orb = Orb::builder()
         .threads(threads)
         .build()

@@ -40,7 +40,10 @@ impl prost::Message for ObjectRef {
             ObjectRef::nil()
         } else {
             match ObjectRef::from_encapsulation(&ior) {
-                Ok(r) => r,
+                Ok(mut r) => {
+                    r.mark_arrival();
+                    r
+                }
                 Err(e) => {
                     tracing::debug!(error = %e, "invalid IOR in orb.ObjectRef");
                     // prost offers no other public way to build a DecodeError with a description.

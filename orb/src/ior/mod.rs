@@ -167,6 +167,45 @@ pub struct ObjectRef {
     profiles: Vec<TaggedProfile>,
     /// Parsed IIOP profiles (same order as they appear in `profiles`).
     iiop: Vec<IiopProfile>,
+    /// The connection this reference arrived over, in a request's parameters.
+    arrival: Arrival,
+}
+
+/// The inbound connection a reference arrived over, as an opaque process-wide connection id
+/// (0: none): bidirectional GIOP may route calls to the reference over that connection, and
+/// over no other (omniORB's rule). Not part of the reference's value: equality and hashing
+/// ignore it, and it never leaves the process.
+#[derive(Clone, Copy, Default, Debug)]
+struct Arrival(u64);
+
+impl PartialEq for Arrival {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Arrival {}
+
+impl std::hash::Hash for Arrival {
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
+}
+
+thread_local! {
+    /// The connection whose request parameters this thread is decoding (0: none).
+    static DECODING_FROM: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Runs `decode` (a request's parameters, nothing else) with the references it decodes from
+/// protobuf marked as arrived over connection `conn_id` (0: none).
+pub(crate) fn decoding_from<T>(conn_id: u64, decode: impl FnOnce() -> T) -> T {
+    struct Restore(u64);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            DECODING_FROM.with(|d| d.set(self.0));
+        }
+    }
+    let _restore = Restore(DECODING_FROM.with(|d| d.replace(conn_id)));
+    decode()
 }
 
 /// Why a reference string or encoding could not be parsed. Converts to BAD_PARAM (strings) or
@@ -242,6 +281,7 @@ impl ObjectRef {
             type_id: type_id.into(),
             profiles: raw,
             iiop,
+            arrival: Arrival::default(),
         }
     }
 
@@ -262,7 +302,20 @@ impl ObjectRef {
             type_id: type_id.into(),
             profiles,
             iiop,
+            arrival: Arrival::default(),
         })
+    }
+
+    /// The inbound connection this reference arrived over in a request's parameters (a
+    /// process-wide connection id), if it did.
+    pub(crate) fn arrived_over(&self) -> Option<u64> {
+        (self.arrival.0 != 0).then_some(self.arrival.0)
+    }
+
+    /// Marks the reference as arrived over the connection whose request this thread is
+    /// decoding, if any (see [`decoding_from`]).
+    pub(crate) fn mark_arrival(&mut self) {
+        self.arrival = Arrival(DECODING_FROM.with(|d| d.get()));
     }
 
     /// The nil reference (empty type id, no profiles).
@@ -407,6 +460,7 @@ impl ObjectRef {
             type_id,
             profiles,
             iiop,
+            arrival: Arrival::default(),
         })
     }
 }

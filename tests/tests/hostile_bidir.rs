@@ -1,0 +1,141 @@
+//! Issue 16, scenario 9: BiDir hijack. A peer that connects to a middle tier and announces a
+//! backend's `host:port` as its BiDir listen point must not receive the middle tier's calls
+//! to that backend: not before the middle tier's first connection to the backend, and not
+//! after that connection dropped. Accepting listen points is off by default; with it on,
+//! only references that arrived over the announcing connection are called over it.
+
+mod hostile_common;
+
+use bytes::{Bytes, BytesMut};
+use hostile_common::wait_until;
+use orb::giop::{
+    write_request, BiDirListenPoints, RequestHeader, ServiceContextList, TargetAddress, Version,
+};
+use orb_tests::activate_echo;
+use orb_tests::orbtest::{EchoClient, Payload};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A peer that announces `host:port` as its listen point and records every byte it is sent.
+struct Attacker {
+    seen: Arc<Mutex<Vec<u8>>>,
+    reader: std::thread::JoinHandle<()>,
+    _stream: TcpStream,
+}
+
+impl Attacker {
+    fn announce(middle: &orb::Orb, host: &str, port: u16) -> Attacker {
+        let mut s = TcpStream::connect(middle.listen_addrs()[0]).unwrap();
+        let before = middle.stats().requests_received;
+        let mut ctx = ServiceContextList::default();
+        ctx.0
+            .push(BiDirListenPoints(vec![(host.to_string(), port)]).to_context());
+        let header = RequestHeader {
+            request_id: 1,
+            response_flags: 0, // oneway: the announcement is all it is for
+            target: TargetAddress::Key(Bytes::from_static(b"nobody")),
+            operation: "op".into(),
+            service_context: ctx,
+        };
+        let mut buf = BytesMut::new();
+        write_request(&mut buf, Version::V1_2, &header, |w| w.write_octets(b""));
+        s.write_all(&buf).unwrap();
+        wait_until(10, "the announcement is read", || {
+            middle.stats().requests_received > before
+        });
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let reader = {
+            let (mut s, seen) = (s.try_clone().unwrap(), seen.clone());
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = s.read(&mut buf) {
+                    seen.lock().unwrap().extend_from_slice(&buf[..n]);
+                }
+            })
+        };
+        Attacker {
+            seen,
+            reader,
+            _stream: s,
+        }
+    }
+
+    /// Everything the middle tier sent, once it has closed the connection.
+    fn received(self) -> Vec<u8> {
+        self.reader.join().unwrap();
+        std::mem::take(&mut *self.seen.lock().unwrap())
+    }
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The middle tier calls the backend (a reference it got from the backend, not from the
+/// attacker) with a secret, before and after its connection to the backend dropped, while
+/// attackers announce the backend's address. Every call must reach the real backend.
+fn scenario(accept: bool) {
+    // The backend closes idle connections quickly, so that the middle tier's drops.
+    let backend = orb::Orb::builder()
+        .threads(1)
+        .idle_timeout(Some(Duration::from_millis(100)))
+        .build()
+        .unwrap();
+    let (_, backend_ref) = activate_echo(&backend);
+    let backend_addr = backend.listen_addrs()[0];
+    let middle = orb::Orb::builder()
+        .threads(1)
+        .bidir_accept(accept)
+        .call_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let host = backend_addr.ip().to_string();
+    let client = EchoClient::new(&middle, backend_ref);
+    let secret = |n: u8| Payload {
+        thread: 7,
+        call: u32::from(n),
+        data: format!("secret-{n}-for-the-backend-only").into_bytes(),
+    };
+
+    // Before the middle tier has any connection to the backend.
+    let first = Attacker::announce(&middle, &host, backend_addr.port());
+    let reply = client.echo(secret(1)).expect("the backend answers");
+    assert_eq!(reply, secret(1), "the reply is the backend's");
+
+    // After the middle tier's connection to the backend dropped.
+    wait_until(10, "the backend drops the idle connection", || {
+        middle.stats().connections_open == 1 // the first attacker only
+    });
+    let second = Attacker::announce(&middle, &host, backend_addr.port());
+    let reply = client.echo(secret(2)).expect("the backend answers");
+    assert_eq!(reply, secret(2), "the reply is the backend's");
+
+    let stats = middle.stats();
+    middle.shutdown();
+    backend.shutdown();
+    for (i, a) in [first, second].into_iter().enumerate() {
+        let got = a.received();
+        for n in 1..=2 {
+            assert!(
+                !contains(&got, &secret(n).data),
+                "attacker {i} received secret {n} (accept = {accept})"
+            );
+        }
+    }
+    assert_eq!(
+        stats.connections_opened, 2,
+        "both calls connected to the backend"
+    );
+}
+
+#[test]
+fn announced_backend_address_receives_nothing_by_default() {
+    scenario(false);
+}
+
+#[test]
+fn announced_backend_address_receives_nothing_with_bidir_accept() {
+    scenario(true);
+}
