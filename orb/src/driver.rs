@@ -724,6 +724,21 @@ impl OrbInner {
             }
             Message::Request(mut request) => {
                 self.stats.requests_received.fetch_add(1, Ordering::Relaxed);
+                if self.shutting_down.load(Ordering::Acquire) {
+                    // Shutting down: no new work, so that the grace period is for the
+                    // upcalls already running. Not processed, and the caller is told so.
+                    if request.header.response_expected() {
+                        let exc = SystemException::new(
+                            SystemExceptionKind::TRANSIENT,
+                            minor::SHUTTING_DOWN,
+                            CompletionStatus::No,
+                        );
+                        let id = request.header.request_id;
+                        let parts = self.reply_parts(version, id, ReplyBody::System(exc));
+                        let _ = self.send_now(conn, parts);
+                    }
+                    return Handled::Done;
+                }
                 if self.config.bidir_accept && conn.origin == Origin::Inbound {
                     if let Some(data) = request.header.service_context.get(context_id::BI_DIR_IIOP)
                     {
@@ -1184,6 +1199,22 @@ impl OrbInner {
         if conn.send(buf.freeze(), &self.stats, &self.reactor).is_ok() {
             conn.flush_before_close(&self.stats, &self.reactor);
         }
+    }
+
+    /// Closes a connection at shutdown. One that owes no reply gets CloseConnection first, so
+    /// that its peer knows nothing unanswered was processed and may resend it. One whose
+    /// upcalls still run is reset instead (no CloseConnection, which would tell the peer
+    /// those requests were not processed and invite it to run them twice): its callers see
+    /// COMM_FAILURE completed MAYBE, and the replies of those upcalls go nowhere.
+    pub(crate) fn close_for_shutdown(&self, conn: &Arc<Connection>) {
+        if lock(&conn.running).is_empty() {
+            self.send_close_connection(conn);
+        } else {
+            tracing::debug!(peer = %conn.peer, "upcalls still running at shutdown: connection reset");
+            // Linger 0: close sends RST and drops what is queued.
+            let _ = rustix::net::sockopt::set_socket_linger(&conn.stream, Some(Duration::ZERO));
+        }
+        self.close_connection(conn, CloseCause::Shutdown);
     }
 
     /// Closes a connection once: forgets it, shuts the socket, cancels its running upcalls and

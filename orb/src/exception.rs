@@ -196,6 +196,8 @@ pub mod minor {
     pub const UNKNOWN_EXCEPTION_ID: u32 = VENDOR | 13;
     /// NO_RESOURCES: the serving thread had too little stack left to run the upcall.
     pub const STACK_LOW: u32 = VENDOR | 14;
+    /// TRANSIENT: the server is shutting down and did not process the request.
+    pub const SHUTTING_DOWN: u32 = VENDOR | 15;
 }
 
 /// A CORBA system exception: kind, minor code, completion status, and (locally only) a

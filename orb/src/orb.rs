@@ -18,6 +18,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// How long `shutdown` waits, after the grace period, for pool threads still in upcalls.
+const STUCK_JOIN_MARGIN: Duration = Duration::from_millis(80);
+
 /// Configuration, fixed at build time.
 #[derive(Clone, Debug)]
 pub(crate) struct Config {
@@ -573,11 +576,25 @@ impl Orb {
         self.inner.shutting_down.load(Ordering::Acquire)
     }
 
-    /// Shuts the ORB down: stops accepting, lets running upcalls finish within the grace
-    /// period, sends CloseConnection on every connection and closes it, wakes every waiting
-    /// thread with an error (BAD_INV_ORDER, or COMM_FAILURE for calls on closed connections),
-    /// and joins the pool threads. Idempotent. When it returns, no ORB thread is left (unless
-    /// it was called from one, which then finishes its upcall and exits) and no socket is open.
+    /// Shuts the ORB down, keeping every request processed at most once:
+    ///
+    /// 1. Stops accepting connections and starts no new upcall: a request that arrives from
+    ///    now on is answered TRANSIENT (minor `SHUTTING_DOWN`) completed NO.
+    /// 2. Lets the running upcalls finish, for up to the grace period
+    ///    ([`OrbBuilder::shutdown_grace`]); it returns as soon as they have.
+    /// 3. Closes every connection. One that owes no reply gets CloseConnection first (its peer
+    ///    may resend what was not answered); one whose upcalls still run is reset instead, so
+    ///    that their callers see COMM_FAILURE completed MAYBE and do not run them twice.
+    ///    Threads waiting for replies wake with an error (BAD_INV_ORDER, or COMM_FAILURE for
+    ///    calls on closed connections).
+    /// 4. Joins the pool threads.
+    ///
+    /// It returns within about the grace period plus 100 ms even if an upcall never returns:
+    /// a pool thread still in an upcall then is detached. It finishes its upcall on its own
+    /// (its reply is discarded, the connection being closed) and exits; the servant and the
+    /// ORB's internals it holds are freed when it does. Idempotent. When it returns, no socket
+    /// is open and no ORB thread is left except such detached ones (and the calling thread, if
+    /// it was called from an upcall, which then finishes its upcall and exits).
     pub fn shutdown(&self) {
         let inner = &self.inner;
         if inner.shutting_down.swap(true, Ordering::AcqRel) {
@@ -606,33 +623,50 @@ impl Orb {
                     .0;
             }
         }
-        // 3. CloseConnection and close every connection; waiters wake with an error.
+        // 3. Close every connection (CloseConnection only where no reply is owed); waiters
+        // wake with an error.
         for e in inner.reactor.entries() {
             match e {
-                crate::reactor::Entry::Conn(c) => {
-                    inner.send_close_connection(&c);
-                    inner.close_connection(&c, crate::connection::CloseCause::Shutdown);
-                }
+                crate::reactor::Entry::Conn(c) => inner.close_for_shutdown(&c),
                 crate::reactor::Entry::Listener(_) => {}
             }
         }
         lock(&inner.outbound).clear();
-        // 4. Stop the pool.
+        // 4. Stop the pool. A pool thread stuck in an upcall past the grace period is not
+        // waited for beyond a short margin (see the doc comment).
         inner.lf.shutdown(&**inner);
         inner.parked.clear();
         inner.reactor.clear_ready();
-        self.join_threads();
+        self.join_threads_until(Some(deadline + STUCK_JOIN_MARGIN), own);
         tracing::debug!("orb shut down");
     }
 
-    fn join_threads(&self) {
+    /// Joins the pool threads. With `until`, stops waiting at that instant if upcalls (other
+    /// than `own`, the caller's) still run, and detaches the threads that have not ended:
+    /// they are stuck in user code.
+    fn join_threads_until(&self, until: Option<Instant>, own: usize) {
         let me = std::thread::current().id();
-        let handles: Vec<_> = std::mem::take(&mut *lock(&self.inner.threads));
-        for h in handles {
-            if h.thread().id() != me {
-                let _ = h.join();
+        let mut handles: Vec<_> = std::mem::take(&mut *lock(&self.inner.threads));
+        handles.retain(|h| h.thread().id() != me);
+        if let Some(until) = until {
+            while handles.iter().any(|h| !h.is_finished()) {
+                let stuck = self.inner.upcalls_running.load(Ordering::Acquire) > own;
+                if stuck && Instant::now() >= until {
+                    let left = handles.iter().filter(|h| !h.is_finished()).count();
+                    tracing::warn!(threads = left, "shutdown: pool threads stuck in upcalls are detached");
+                    handles.retain(|h| h.is_finished());
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(2));
             }
         }
+        for h in handles {
+            let _ = h.join();
+        }
+    }
+
+    fn join_threads(&self) {
+        self.join_threads_until(None, 0);
     }
 
     pub(crate) fn nesting_error() -> SystemException {
