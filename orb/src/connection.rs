@@ -404,6 +404,17 @@ impl OutQueue {
     }
 }
 
+/// Where a non-blocking connect stands, for a caller that wants to use the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ConnectState {
+    /// Under way: the caller was registered as a waiter.
+    Connecting,
+    /// Finished: the connection carries messages.
+    Connected,
+    /// Closed, whether or not the connect had finished.
+    Closed,
+}
+
 /// Outgoing state, under the connection's write lock.
 #[derive(Debug, Default)]
 pub(crate) struct WriteState {
@@ -448,6 +459,13 @@ pub(crate) struct Connection {
     pub(crate) bidir_announced: AtomicBool,
     /// Senders waiting for the outgoing queue to drain below its bound.
     pub(crate) drain_waiters: Mutex<Vec<Arc<Participant>>>,
+    /// Callers waiting for our non-blocking connect to finish (see
+    /// [`add_connect_waiter`](Self::add_connect_waiter)).
+    connect_waiters: Mutex<Vec<Arc<Participant>>>,
+    /// Our connect has not finished yet: set before the connection is published, cleared
+    /// once (under `connect_waiters`' lock) when the handshake completes. A connection closed
+    /// while it is still set never carried a byte: its callers see TRANSIENT completed NO.
+    connecting: AtomicBool,
     /// Upcalls from this connection that are running now (back-pressure).
     pub(crate) dispatching: AtomicUsize,
     /// The leader stopped reading because `dispatching` hit the limit.
@@ -495,6 +513,8 @@ impl Connection {
             pending: Mutex::new(HashMap::default()),
             running: Mutex::new(HashMap::default()),
             drain_waiters: Mutex::new(Vec::new()),
+            connect_waiters: Mutex::new(Vec::new()),
+            connecting: AtomicBool::new(false),
             bidir_endpoints: Mutex::new(Vec::new()),
             bidir_announced: AtomicBool::new(false),
             dispatching: AtomicUsize::new(0),
@@ -549,6 +569,53 @@ impl Connection {
             self.queued.store(0, Ordering::Release);
         }
         !self.closed.swap(true, Ordering::AcqRel)
+    }
+
+    /// Marks a connection whose connect is under way; before it is published.
+    /// The socket must be registered for writable events too: frames sent meanwhile are
+    /// queued, and the handshake's writable event flushes them.
+    pub(crate) fn set_connecting(&self) {
+        self.connecting.store(true, Ordering::Release);
+        lock(&self.write).writable_interest = true;
+    }
+
+    /// Whether our connect has not finished yet (see `connecting`).
+    pub(crate) fn is_connecting(&self) -> bool {
+        self.connecting.load(Ordering::Acquire)
+    }
+
+    /// Registers `p` to be completed when the connect finishes or fails. Returns
+    /// `Connected` (nothing registered) if it has finished, `Closed` if the connection is
+    /// closed. Checked under the waiters' lock, which the completion and the close take too,
+    /// so no outcome can slip between the check and the registration.
+    pub(crate) fn add_connect_waiter(&self, p: &Arc<Participant>) -> ConnectState {
+        let mut w = lock(&self.connect_waiters);
+        if self.is_closed() {
+            ConnectState::Closed
+        } else if !self.is_connecting() {
+            ConnectState::Connected
+        } else {
+            w.push(p.clone());
+            ConnectState::Connecting
+        }
+    }
+
+    /// Forgets a connect waiter that stopped waiting (timed out).
+    pub(crate) fn remove_connect_waiter(&self, id: u64) {
+        lock(&self.connect_waiters).retain(|w| w.id != id);
+    }
+
+    /// The connect finished: clears `connecting` and returns the waiters to complete.
+    pub(crate) fn connected(&self) -> Vec<Arc<Participant>> {
+        let mut w = lock(&self.connect_waiters);
+        self.connecting.store(false, Ordering::Release);
+        std::mem::take(&mut *w)
+    }
+
+    /// The connect waiters, taken at close (`connecting` stays as it was: it tells the
+    /// close which exception the waiters get).
+    pub(crate) fn take_connect_waiters(&self) -> Vec<Arc<Participant>> {
+        std::mem::take(&mut *lock(&self.connect_waiters))
     }
 
     /// The next request id, without taking it (the idle sweep's sign of outgoing requests).

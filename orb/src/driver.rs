@@ -22,7 +22,7 @@
 //! messages; an accept that failed (out of file descriptors) is retried after a back-off,
 //! since the connections left in the listen backlog raise no new readiness event.
 
-use crate::connection::{lock, CloseCause, Connection, Origin, ReadError};
+use crate::connection::{lock, CloseCause, ConnectState, Connection, Origin, ReadError};
 use crate::exception::{
     minor, CompletionStatus, Exception, SystemException, SystemExceptionKind, UserException,
 };
@@ -505,6 +505,9 @@ impl OrbInner {
         match ev.entry {
             Entry::Listener(l) => self.accept_all(&l),
             Entry::Conn(c) => {
+                if c.is_connecting() && !self.finish_connect(&c) {
+                    return;
+                }
                 if ev.writable {
                     self.flush(&c);
                 }
@@ -580,24 +583,122 @@ impl OrbInner {
         origin: Origin,
     ) -> io::Result<Arc<Connection>> {
         s.set_nonblocking(true)?;
+        self.register_connection(s, peer, origin, false)
+    }
+
+    /// Registers a non-blocking socket whose connect is under way: the reactor watches it for
+    /// writable, and [`finish_connect`](Self::finish_connect) completes the handshake, so no
+    /// thread blocks in `connect` (callers wait in [`wait_connected`](Self::wait_connected)).
+    pub(crate) fn add_connecting(
+        &self,
+        s: std::net::TcpStream,
+        peer: std::net::SocketAddr,
+        origin: Origin,
+    ) -> io::Result<Arc<Connection>> {
+        self.register_connection(s, peer, origin, true)
+    }
+
+    fn register_connection(
+        &self,
+        s: std::net::TcpStream,
+        peer: std::net::SocketAddr,
+        origin: Origin,
+        connecting: bool,
+    ) -> io::Result<Arc<Connection>> {
         let max = self.config.max_message_size;
         let conn = self.reactor.insert(|token| {
             let c = Arc::new(Connection::new(token, s, peer, origin, max));
+            if connecting {
+                c.set_connecting();
+            }
             (Entry::Conn(c.clone()), c)
         });
-        if let Err(e) = self
-            .reactor
-            .register(&conn.stream, conn.token, Interest::READABLE)
-        {
+        let interest = if connecting {
+            Interest::READABLE | Interest::WRITABLE
+        } else {
+            Interest::READABLE
+        };
+        if let Err(e) = self.reactor.register(&conn.stream, conn.token, interest) {
             self.reactor.remove(conn.token);
             return Err(e);
         }
         self.stats.connections_open.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(%peer, origin = ?conn.origin, "connection open");
-        // Bytes may have arrived before registration; look once.
-        self.reactor.push_ready(conn.clone());
-        self.reactor.wake();
+        tracing::debug!(%peer, origin = ?conn.origin, connecting, "connection open");
+        if !connecting {
+            // Bytes may have arrived before registration; look once.
+            self.reactor.push_ready(conn.clone());
+            self.reactor.wake();
+        }
         Ok(conn)
+    }
+
+    /// On an event of a connection whose connect is under way: whether the handshake is
+    /// done. Completes the connect waiters if it is; closes the connection if it failed (its
+    /// waiters then see TRANSIENT completed NO). False also while it is still under way.
+    fn finish_connect(&self, c: &Arc<Connection>) -> bool {
+        let failed = match c.stream.take_error() {
+            Ok(None) => match c.stream.peer_addr() {
+                Ok(_) => None,
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => return false,
+                Err(e) => Some(e),
+            },
+            Ok(Some(e)) | Err(e) => Some(e),
+        };
+        if let Some(e) = failed {
+            self.close_connection(c, CloseCause::Io(e.to_string()));
+            return false;
+        }
+        let _ = c.stream.set_nodelay(true);
+        self.stats
+            .connections_opened
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(peer = %c.peer, "connected");
+        for w in c.connected() {
+            self.lf.complete(&w, Ok(None), None, self);
+        }
+        true
+    }
+
+    /// Waits until our connect of `conn` has finished, as a bound Leader/Followers
+    /// participant (so this thread leads and serves others meanwhile), at most until
+    /// `deadline`. Returns at once on a connection that is connected. An error is the
+    /// failure the close mapped (TRANSIENT completed NO), TIMEOUT, or the shutdown.
+    pub(crate) fn wait_connected(
+        &self,
+        conn: &Arc<Connection>,
+        deadline: Instant,
+    ) -> Result<(), SystemException> {
+        if !conn.is_connecting() {
+            return Ok(());
+        }
+        let p = Participant::bound();
+        match conn.add_connect_waiter(&p) {
+            ConnectState::Connected => return Ok(()),
+            ConnectState::Closed => {
+                return Err(SystemException::transient(
+                    minor::CONNECT_FAILED,
+                    format!("connection to {} closed while connecting", conn.peer),
+                ))
+            }
+            ConnectState::Connecting => {}
+        }
+        let exit = {
+            // A nested call's connect is a wait like its reply's (see `suspend_dispatch`).
+            let _suspended = self.suspend_dispatch();
+            self.lf.run(&p, Some(deadline), self)
+        };
+        conn.remove_connect_waiter(p.id);
+        match (p.take(), exit) {
+            (Some(Err(e)), _) => Err(e),
+            (Some(Ok(_)), _) => Ok(()),
+            (None, crate::lf::Exit::Shutdown) => Err(SystemException::shutdown()),
+            // Finished as the wait ended.
+            (None, _) if !conn.is_connecting() && !conn.is_closed() => Ok(()),
+            (None, _) => Err(SystemException::timeout(format!(
+                "connect to {} did not finish in time",
+                conn.peer
+            ))),
+        }
     }
 
     fn flush(&self, c: &Arc<Connection>) {
@@ -1255,6 +1356,13 @@ impl OrbInner {
             ctx.cancel();
         }
         let exc = match &cause {
+            _ if conn.is_connecting() => SystemException::transient(
+                minor::CONNECT_FAILED,
+                match &cause {
+                    CloseCause::Io(e) => format!("cannot connect to {}: {e}", conn.peer),
+                    _ => format!("connection to {} closed while connecting", conn.peer),
+                },
+            ),
             CloseCause::PeerClosed => SystemException::new(
                 SystemExceptionKind::COMM_FAILURE,
                 minor::CLOSED_BY_PEER,
@@ -1278,6 +1386,7 @@ impl OrbInner {
         };
         let mut waiters: Vec<_> = lock(&conn.pending).drain().map(|(_, w)| w).collect();
         waiters.extend(lock(&conn.drain_waiters).drain(..));
+        waiters.extend(conn.take_connect_waiters());
         tracing::debug!(peer = %conn.peer, ?cause, waiters = waiters.len(), "connection closed");
         for w in waiters {
             self.lf.complete(&w, Err(exc.clone()), None, self);

@@ -15,10 +15,10 @@ use crate::giop::{
 };
 use crate::ior::ObjectRef;
 use crate::lf::{Exit, Participant};
-use crate::orb::{Orb, OrbInner};
+use crate::orb::{EndpointSlot, Orb, OrbInner};
 use crate::outbuf;
 use bytes::{Bytes, BytesMut};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -428,7 +428,10 @@ impl OrbInner {
         }
     }
 
-    /// The shared connection to `host:port`, opening it if needed.
+    /// The shared connection to `host:port`, opening it if needed. No lock is held across
+    /// DNS or the connect: the endpoint's slot is locked only to look and to publish a
+    /// connection whose non-blocking connect has started, and the caller waits for the
+    /// handshake as a Leader/Followers participant, bounded by its deadline.
     fn connection_to(
         &self,
         host: &str,
@@ -439,52 +442,101 @@ impl OrbInner {
             return Ok(c);
         }
         let slot = lock(&self.outbound).slot(host, port);
-        let mut s = lock(&slot);
-        if let Some(c) = s.as_ref() {
-            if !c.is_closed() {
-                LAST_CONNECTION.with_borrow_mut(|last| last.remember(self.id, host, port, c));
-                return Ok(c.clone());
-            }
-        }
-        self.check_running()?;
-        let left = deadline.saturating_duration_since(Instant::now());
-        let timeout = self.config.connect_timeout.min(left);
-        if timeout.is_zero() {
-            return Err(SystemException::timeout(format!(
-                "deadline passed before connecting to {host}:{port}"
-            )));
-        }
-        let stream = match connect(host, port, timeout) {
-            Ok(s) => s,
-            Err(e) => {
-                // Do not keep an entry per unreachable endpoint (references arrive from peers).
-                drop(s);
-                drop(slot);
-                lock(&self.outbound).forget_unused(host, port);
-                return Err(e);
-            }
+        let open = lock(&slot).clone().filter(|c| !c.is_closed());
+        let result = match open {
+            Some(c) => self.wait_connected(&c, deadline).map(|()| c),
+            None => self.connect(&slot, host, port, deadline),
         };
-        let peer = stream
-            .peer_addr()
-            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], port)));
-        let _ = stream.set_nodelay(true);
-        let conn = self
-            .add_connection(stream, peer, Origin::Outbound(host.to_string(), port))
-            .map_err(|e| {
-                SystemException::transient(minor::CONNECT_FAILED, format!("register {peer}: {e}"))
-            })?;
-        self.stats
-            .connections_opened
-            .fetch_add(1, Ordering::Relaxed);
-        if self.shutting_down.load(Ordering::Acquire) {
-            // close_connection locks this endpoint's slot: release it first.
-            drop(s);
-            self.close_connection(&conn, CloseCause::Shutdown);
-            return Err(SystemException::shutdown());
+        drop(slot);
+        match &result {
+            Ok(c) => LAST_CONNECTION.with_borrow_mut(|last| last.remember(self.id, host, port, c)),
+            // Do not keep an entry per unreachable endpoint (references arrive from peers).
+            Err(_) => lock(&self.outbound).forget_unused(host, port),
         }
-        *s = Some(conn.clone());
-        LAST_CONNECTION.with_borrow_mut(|last| last.remember(self.id, host, port, &conn));
-        Ok(conn)
+        result
+    }
+
+    /// Opens a connection to `host:port` and publishes it in `slot`: each address in turn,
+    /// until one connects, within `connect_timeout` each and the caller's deadline in all.
+    /// DNS runs in the calling thread, holding no lock.
+    fn connect(
+        &self,
+        slot: &EndpointSlot,
+        host: &str,
+        port: u16,
+        deadline: Instant,
+    ) -> Result<Arc<Connection>, SystemException> {
+        self.check_running()?;
+        let addrs: Vec<SocketAddr> = (host, port)
+            .to_socket_addrs()
+            .map_err(|e| {
+                SystemException::transient(
+                    minor::CONNECT_FAILED,
+                    format!("cannot resolve {host}:{port}: {e}"),
+                )
+            })?
+            .collect();
+        let mut why = "no address".to_string();
+        for a in addrs {
+            let timeout = self
+                .config
+                .connect_timeout
+                .min(deadline.saturating_duration_since(Instant::now()));
+            if timeout.is_zero() {
+                why = "the deadline passed".into();
+                break;
+            }
+            let conn = {
+                let mut s = lock(slot);
+                if let Some(c) = s.as_ref().filter(|c| !c.is_closed()) {
+                    // Another caller opened one meanwhile: share it.
+                    let c = c.clone();
+                    drop(s);
+                    self.wait_connected(&c, deadline)?;
+                    return Ok(c);
+                }
+                // Returns at once (EINPROGRESS); the reactor sees the handshake end.
+                let stream = match mio::net::TcpStream::connect(a) {
+                    Ok(st) => std::net::TcpStream::from(st),
+                    Err(e) => {
+                        why = e.to_string();
+                        continue;
+                    }
+                };
+                let conn = self
+                    .add_connecting(stream, a, Origin::Outbound(host.to_string(), port))
+                    .map_err(|e| {
+                        SystemException::transient(
+                            minor::CONNECT_FAILED,
+                            format!("register {a}: {e}"),
+                        )
+                    })?;
+                *s = Some(conn.clone());
+                conn
+            };
+            match self.wait_connected(&conn, Instant::now() + timeout) {
+                Ok(()) => {
+                    if self.shutting_down.load(Ordering::Acquire) {
+                        self.close_connection(&conn, CloseCause::Shutdown);
+                        return Err(SystemException::shutdown());
+                    }
+                    return Ok(conn);
+                }
+                Err(e) if e.kind == SystemExceptionKind::TIMEOUT => {
+                    why = format!("timed out after {} ms", timeout.as_millis());
+                    // Gives up this attempt; whoever shares it sees TRANSIENT completed NO.
+                    self.close_connection(&conn, CloseCause::Io(why.clone()));
+                }
+                Err(e) if e.minor == minor::CONNECT_FAILED => {
+                    why = e.detail().unwrap_or("connect failed").to_string();
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(SystemException::transient(
+            minor::CONNECT_FAILED,
+            format!("cannot connect to {host}:{port}: {why}"),
+        ))
     }
 }
 
@@ -521,28 +573,4 @@ impl LastConnection {
         host.clone_into(&mut self.host);
         self.conn = Arc::downgrade(conn);
     }
-}
-
-fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStream, SystemException> {
-    let addrs: Vec<SocketAddr> = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| {
-            SystemException::transient(
-                minor::CONNECT_FAILED,
-                format!("cannot resolve {host}:{port}: {e}"),
-            )
-        })?
-        .collect();
-    let mut last = None;
-    for a in &addrs {
-        match TcpStream::connect_timeout(a, timeout) {
-            Ok(s) => return Ok(s),
-            Err(e) => last = Some(e),
-        }
-    }
-    let why = last.map_or_else(|| "no address".to_string(), |e| e.to_string());
-    Err(SystemException::transient(
-        minor::CONNECT_FAILED,
-        format!("cannot connect to {host}:{port}: {why}"),
-    ))
 }

@@ -375,7 +375,8 @@ impl OrbBuilder {
     }
 }
 
-/// The connection to one endpoint; its lock is held while connecting.
+/// The connection to one endpoint. Its lock is held only to look and to publish a
+/// connection whose (non-blocking) connect has started: never across DNS or a connect.
 pub(crate) type EndpointSlot = Arc<Mutex<Option<Arc<Connection>>>>;
 
 /// Endpoint → slot, looked up on every call without allocating a key.
@@ -653,7 +654,10 @@ impl Orb {
                 let stuck = self.inner.upcalls_running.load(Ordering::Acquire) > own;
                 if stuck && Instant::now() >= until {
                     let left = handles.iter().filter(|h| !h.is_finished()).count();
-                    tracing::warn!(threads = left, "shutdown: pool threads stuck in upcalls are detached");
+                    tracing::warn!(
+                        threads = left,
+                        "shutdown: pool threads stuck in upcalls are detached"
+                    );
                     handles.retain(|h| h.is_finished());
                     break;
                 }
