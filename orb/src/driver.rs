@@ -28,8 +28,8 @@ use crate::exception::{
 };
 use crate::giop::{
     context_id, encode_system_exception, write_locate_reply, write_message_error, write_reply,
-    BiDirListenPoints, Body, Deadline, Frame, FrameError, LocateStatus, Message, ReplyHeader,
-    ReplyStatus, Request, ServiceContextList, TargetAddress, Version,
+    BiDirListenPoints, Body, CallChain, Deadline, Frame, FrameError, LocateStatus, Message,
+    ReplyHeader, ReplyStatus, Request, ServiceContextList, TargetAddress, Version,
 };
 use crate::ior::ObjectRef;
 use crate::lf::{Driver, Lead, Participant};
@@ -146,6 +146,9 @@ thread_local! {
     static DEPTH: Cell<usize> = const { Cell::new(0) };
     /// Deadline of the upcall this thread is serving (nested calls inherit it).
     static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// The call chain this thread's calls belong to (0: not chosen yet): its own while it
+    /// serves no upcall, the request's while it serves one that carried a chain.
+    static CHAIN: Cell<u64> = const { Cell::new(0) };
     /// Connections of the upcalls on this thread's stack, innermost last.
     static UPCALL_CONNS: std::cell::RefCell<Vec<Arc<Connection>>> = const { std::cell::RefCell::new(Vec::new()) };
 }
@@ -217,6 +220,30 @@ impl Drop for SuspendedDispatch<'_> {
             self.orb.dispatch_started(c);
         }
     }
+}
+
+/// The call chain of the current thread's calls (see [`CallChain`]): the chain of the upcall
+/// it serves, else its own, chosen at random on first use.
+pub(crate) fn current_chain() -> u64 {
+    CHAIN.with(|c| match c.get() {
+        0 => {
+            use std::hash::BuildHasher;
+            static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = N.fetch_add(1, Ordering::Relaxed);
+            let id = std::collections::hash_map::RandomState::new()
+                .hash_one((n, std::process::id()))
+                .max(1);
+            c.set(id);
+            id
+        }
+        id => id,
+    })
+}
+
+/// The call chain a request carries, if any.
+fn request_chain(request: &Request) -> Option<u64> {
+    let data = request.header.service_context.get(context_id::CALL_CHAIN)?;
+    CallChain::from_context_data(data).ok().map(|c| c.0)
 }
 
 /// Upcalls running on the current thread.
@@ -890,12 +917,26 @@ impl OrbInner {
                     request,
                     ctx,
                 };
-                if !p.unbound && !self.config.nested_upcalls {
-                    self.parked.push_back(u);
-                    if self.lf.has_idle_unbound() {
+                if !p.unbound {
+                    if !self.config.nested_upcalls {
+                        self.parked.push_back(u);
+                        if self.lf.has_idle_unbound() {
+                            return Handled::Parked;
+                        }
+                        return Handled::Done;
+                    }
+                    // A thread waiting for its own reply runs only requests of its own call
+                    // chain (the callbacks it may be waiting for), unless no pool thread is
+                    // free: an unrelated upcall would hold its reply up (TAO bug 3531b).
+                    if request_chain(&u.request) != Some(current_chain())
+                        && self.lf.has_idle_unbound()
+                    {
+                        self.stats
+                            .upcalls_handed_to_pool
+                            .fetch_add(1, Ordering::Relaxed);
+                        self.parked.push_back(u);
                         return Handled::Parked;
                     }
-                    return Handled::Done;
                 }
                 Handled::Upcall(u)
             }
@@ -1030,6 +1071,9 @@ impl OrbInner {
             v
         });
         let outer_deadline = DEADLINE.with(|d| d.replace(deadline));
+        // Nested calls made from here carry the request's chain, so that its callbacks
+        // may run on the thread that waits for them.
+        let outer_chain = request_chain(&request).map(|id| CHAIN.with(|c| c.replace(id)));
         UPCALL_CONNS.with(|c| c.borrow_mut().push(conn.clone()));
         let body = catch_unwind(AssertUnwindSafe(|| {
             if ctx.is_cancelled() {
@@ -1065,6 +1109,9 @@ impl OrbInner {
         });
         UPCALL_CONNS.with(|c| c.borrow_mut().pop());
         DEADLINE.with(|d| d.set(outer_deadline));
+        if let Some(id) = outer_chain {
+            CHAIN.with(|c| c.set(id));
+        }
         DEPTH.with(|d| d.set(depth));
         // The reply would wake the caller, whose next request would then wake the standby
         // before this thread is back to lead: stop watching for the short rest of the way.

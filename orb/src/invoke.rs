@@ -4,14 +4,14 @@
 
 use crate::cdr::CdrWriter;
 use crate::connection::{lock, CloseCause, Connection, Origin};
-use crate::driver::inherited_deadline;
+use crate::driver::{current_chain, inherited_deadline};
 use crate::exception::{
     minor, CompletionStatus, Exception, SystemException, SystemExceptionKind, UserException,
 };
 use crate::giop::request::{write_request_head, RequestHead};
 use crate::giop::{
-    decode_system_exception, write_cancel_request, BiDirListenPoints, Deadline, Reply, ReplyStatus,
-    ServiceContext, TargetAddress, Version,
+    decode_system_exception, write_cancel_request, BiDirListenPoints, CallChain, Deadline, Reply,
+    ReplyStatus, ServiceContext, TargetAddress, Version,
 };
 use crate::ior::ObjectRef;
 use crate::lf::{Exit, Participant};
@@ -316,13 +316,16 @@ impl OrbInner {
         );
         let _enter = span.enter();
         let remaining = deadline.saturating_duration_since(Instant::now());
-        let deadline_context;
+        let twoway_contexts;
         // Holds contexts only on the one request per connection that announces BiDir.
         let mut first_contexts = Vec::new();
         let mut contexts: &[ServiceContext] = &[];
         if twoway && version >= Version::V1_1 {
-            deadline_context = Deadline(remaining).to_context();
-            contexts = std::slice::from_ref(&deadline_context);
+            twoway_contexts = [
+                Deadline(remaining).to_context(),
+                CallChain(current_chain()).to_context(),
+            ];
+            contexts = &twoway_contexts;
         }
         if self.config.bidir
             && version >= Version::V1_2

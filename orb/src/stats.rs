@@ -18,6 +18,7 @@ pub(crate) struct Stats {
     pub(crate) follower_wakeups: AtomicU64,
     pub(crate) standby_tick_takeovers: AtomicU64,
     pub(crate) upcalls_cancelled: AtomicU64,
+    pub(crate) upcalls_handed_to_pool: AtomicU64,
     pub(crate) protocol_errors: AtomicU64,
     pub(crate) read_buffer_bytes: AtomicUsize,
     pub(crate) read_buffer_peak: AtomicUsize,
@@ -57,6 +58,9 @@ pub struct OrbStats {
     pub standby_tick_takeovers: u64,
     /// Upcalls marked cancelled by a CancelRequest.
     pub upcalls_cancelled: u64,
+    /// Requests that a thread waiting for its own reply read but left to an idle pool
+    /// thread, as they were not of its call chain.
+    pub upcalls_handed_to_pool: u64,
     /// Connections closed for a protocol error.
     pub protocol_errors: u64,
     /// Bytes held in read buffers now (undecoded input and fragment chains).
@@ -92,6 +96,7 @@ impl Stats {
             follower_wakeups: r(&self.follower_wakeups),
             standby_tick_takeovers: r(&self.standby_tick_takeovers),
             upcalls_cancelled: r(&self.upcalls_cancelled),
+            upcalls_handed_to_pool: r(&self.upcalls_handed_to_pool),
             protocol_errors: r(&self.protocol_errors),
             read_buffer_bytes: self.read_buffer_bytes.load(Ordering::Relaxed),
             read_buffer_peak: self.read_buffer_peak.load(Ordering::Relaxed),

@@ -27,7 +27,7 @@ pub use reply::{
 };
 pub use request::{write_request, Request, RequestHeader, TargetAddress};
 pub use service_context::{
-    context_id, BiDirListenPoints, Deadline, ServiceContext, ServiceContextList,
+    context_id, BiDirListenPoints, CallChain, Deadline, ServiceContext, ServiceContextList,
 };
 
 use crate::cdr::{ByteOrder, CdrReader};

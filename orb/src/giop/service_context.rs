@@ -18,6 +18,8 @@ pub mod context_id {
     pub const BI_DIR_IIOP: u32 = 5;
     /// Our deadline context: the caller's remaining time budget. Vendor-tagged id ("RB" + 1).
     pub const DEADLINE: u32 = 0x5242_0001;
+    /// Our call-chain context: which chain of nested calls a request belongs to ("RB" + 2).
+    pub const CALL_CHAIN: u32 = 0x5242_0002;
 }
 
 /// One service context: an id and its data (an encapsulation, kept as raw bytes).
@@ -166,6 +168,35 @@ impl Deadline {
     }
 }
 
+/// The call chain a request belongs to: an id that a top-level call gets from its thread and
+/// that every nested call made while serving it carries on. A thread waiting for its reply
+/// runs an incoming request itself only if it carries the thread's own chain (a callback it
+/// waits for), or if no pool thread is free (TAO bug 3531b). Peers that do not know it
+/// (omniORB) ignore it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallChain(pub u64);
+
+impl CallChain {
+    /// The context (id CALL_CHAIN).
+    pub fn to_context(&self) -> ServiceContext {
+        let data = crate::outbuf::encode(16, |buf| {
+            let mut w = CdrWriter::new(buf, ByteOrder::NATIVE);
+            w.write_octet(ByteOrder::NATIVE.flag());
+            w.write_u64(self.0);
+        });
+        ServiceContext {
+            id: context_id::CALL_CHAIN,
+            data,
+        }
+    }
+
+    /// Decodes from context data (an encapsulation in either byte order).
+    pub fn from_context_data(data: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = CdrReader::encapsulation(data).field("CallChain")?;
+        Ok(CallChain(r.read_u64().field("CallChain")?))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,5 +307,19 @@ mod tests {
             Deadline::from_context_data(&huge.data).unwrap(),
             Deadline(Duration::from_micros(u64::MAX))
         );
+    }
+
+    #[test]
+    fn call_chain_round_trip_both_orders() {
+        let ctx = CallChain(0x0123_4567_89ab_cdef).to_context();
+        assert_eq!(ctx.id, context_id::CALL_CHAIN);
+        assert_eq!(
+            CallChain::from_context_data(&ctx.data).unwrap(),
+            CallChain(0x0123_4567_89ab_cdef)
+        );
+        let be = crate::cdr::encapsulate(ByteOrder::Big, |w| w.write_u64(7));
+        assert_eq!(CallChain::from_context_data(&be).unwrap(), CallChain(7));
+        assert!(CallChain::from_context_data(&be[..12]).is_err());
+        assert!(CallChain::from_context_data(&[]).is_err());
     }
 }
