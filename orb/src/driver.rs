@@ -721,10 +721,13 @@ impl OrbInner {
             (None, crate::lf::Exit::Shutdown) => Err(SystemException::shutdown()),
             // Finished as the wait ended.
             (None, _) if !conn.is_connecting() && !conn.is_closed() => Ok(()),
-            (None, _) => Err(SystemException::timeout(format!(
-                "connect to {} did not finish in time",
-                conn.peer
-            ))),
+            // Nothing was sent: completed NO.
+            (None, _) => Err(SystemException::new(
+                SystemExceptionKind::TIMEOUT,
+                minor::DEADLINE,
+                CompletionStatus::No,
+            )
+            .with_detail(format!("connect to {} did not finish in time", conn.peer))),
         }
     }
 
@@ -1117,12 +1120,14 @@ impl OrbInner {
         // before this thread is back to lead: stop watching for the short rest of the way.
         self.lf.user_code_done(self);
         if twoway {
-            lock(&conn.running).remove(&request_id);
             if ctx.is_cancelled() {
                 tracing::debug!("reply dropped: request was cancelled");
             } else {
                 self.send_reply(&conn, version, request_id, body);
             }
+            // Owed until sent: a shutdown that found it gone would send CloseConnection
+            // ahead of the reply, and the caller would run the request again.
+            lock(&conn.running).remove(&request_id);
         }
         drop(_enter);
         ctx.recycle();
@@ -1351,15 +1356,18 @@ impl OrbInner {
 
     /// Closes a connection at shutdown. One that owes no reply gets CloseConnection first, so
     /// that its peer knows nothing unanswered was processed and may resend it. One whose
-    /// upcalls still run is reset instead (no CloseConnection, which would tell the peer
-    /// those requests were not processed and invite it to run them twice): its callers see
-    /// COMM_FAILURE completed MAYBE, and the replies of those upcalls go nowhere.
+    /// upcalls still run (or whose replies are not sent yet) is closed without it, which
+    /// would tell the peer those requests were not processed and invite it to run them
+    /// twice: its callers see the connection end, COMM_FAILURE completed MAYBE, and the
+    /// replies of those upcalls go nowhere. Its socket is shut down at once (FIN); with
+    /// SO_LINGER 0, the final close, when the last upcall holding the connection ends,
+    /// resets rather than lingers.
     pub(crate) fn close_for_shutdown(&self, conn: &Arc<Connection>) {
-        if lock(&conn.running).is_empty() {
+        if lock(&conn.running).is_empty() && conn.dispatching.load(Ordering::SeqCst) == 0 {
             self.send_close_connection(conn);
         } else {
-            tracing::debug!(peer = %conn.peer, "upcalls still running at shutdown: connection reset");
-            // Linger 0: close sends RST and drops what is queued.
+            tracing::debug!(peer = %conn.peer, "upcalls still running at shutdown: closed without CloseConnection");
+            // Linger 0: the final close sends RST and drops what is queued.
             let _ = rustix::net::sockopt::set_socket_linger(&conn.stream, Some(Duration::ZERO));
         }
         self.close_connection(conn, CloseCause::Shutdown);

@@ -536,10 +536,17 @@ impl OrbInner {
                 Err(e) => return Err(e),
             }
         }
-        Err(SystemException::transient(
-            minor::CONNECT_FAILED,
-            format!("cannot connect to {host}:{port}: {why}"),
-        ))
+        let detail = format!("cannot connect to {host}:{port}: {why}");
+        if Instant::now() >= deadline {
+            // The call's own deadline ended the attempt; nothing was sent.
+            return Err(SystemException::new(
+                SystemExceptionKind::TIMEOUT,
+                minor::DEADLINE,
+                CompletionStatus::No,
+            )
+            .with_detail(detail));
+        }
+        Err(SystemException::transient(minor::CONNECT_FAILED, detail))
     }
 }
 

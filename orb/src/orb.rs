@@ -584,8 +584,9 @@ impl Orb {
     /// 2. Lets the running upcalls finish, for up to the grace period
     ///    ([`OrbBuilder::shutdown_grace`]); it returns as soon as they have.
     /// 3. Closes every connection. One that owes no reply gets CloseConnection first (its peer
-    ///    may resend what was not answered); one whose upcalls still run is reset instead, so
-    ///    that their callers see COMM_FAILURE completed MAYBE and do not run them twice.
+    ///    may resend what was not answered); one whose upcalls still run (or whose replies
+    ///    are not sent yet) is closed without it, so that their callers see COMM_FAILURE
+    ///    completed MAYBE and do not run them twice.
     ///    Threads waiting for replies wake with an error (BAD_INV_ORDER, or COMM_FAILURE for
     ///    calls on closed connections).
     /// 4. Joins the pool threads.
@@ -593,9 +594,11 @@ impl Orb {
     /// It returns within about the grace period plus 100 ms even if an upcall never returns:
     /// a pool thread still in an upcall then is detached. It finishes its upcall on its own
     /// (its reply is discarded, the connection being closed) and exits; the servant and the
-    /// ORB's internals it holds are freed when it does. Idempotent. When it returns, no socket
-    /// is open and no ORB thread is left except such detached ones (and the calling thread, if
-    /// it was called from an upcall, which then finishes its upcall and exits).
+    /// ORB's internals it holds are freed when it does, among them the socket of its
+    /// connection, which is shut down already but whose descriptor stays open until then.
+    /// Idempotent. When it returns, no socket is open and no ORB thread is left except for
+    /// such detached ones (and the calling thread, if it was called from an upcall, which
+    /// then finishes its upcall and exits).
     pub fn shutdown(&self) {
         let inner = &self.inner;
         if inner.shutting_down.swap(true, Ordering::AcqRel) {
