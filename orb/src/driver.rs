@@ -139,6 +139,8 @@ pub(crate) struct Upcall {
     /// Built when the request was read: its deadline counts from arrival, and a
     /// CancelRequest can mark it even while it waits for a thread.
     ctx: Context,
+    /// The call chain the request carried (see [`CallChain`]), if any.
+    chain: Option<u64>,
 }
 
 thread_local! {
@@ -238,12 +240,6 @@ pub(crate) fn current_chain() -> u64 {
         }
         id => id,
     })
-}
-
-/// The call chain a request carries, if any.
-fn request_chain(request: &Request) -> Option<u64> {
-    let data = request.header.service_context.get(context_id::CALL_CHAIN)?;
-    CallChain::from_context_data(data).ok().map(|c| c.0)
 }
 
 /// Upcalls running on the current thread.
@@ -892,11 +888,15 @@ impl OrbInner {
                 self.dispatch_started(conn);
                 self.upcalls_running.fetch_add(1, Ordering::AcqRel);
                 let h = &request.header;
-                let deadline = h
-                    .service_context
-                    .get(context_id::DEADLINE)
-                    .and_then(|d| Deadline::from_context_data(d).ok())
-                    .map(|d| Instant::now() + d.0);
+                let (deadline, chain) = match h.service_context.get(context_id::DEADLINE) {
+                    Some(d) => (
+                        Deadline::from_context_data(d)
+                            .ok()
+                            .map(|d| Instant::now() + d.0),
+                        CallChain::from_deadline_data(d).map(|c| c.0),
+                    ),
+                    None => (None, None),
+                };
                 let request_id = h.request_id;
                 // Moved out of the header (nothing reads it there again), not cloned.
                 let key = match &mut request.header.target {
@@ -919,6 +919,7 @@ impl OrbInner {
                     version,
                     request,
                     ctx,
+                    chain,
                 };
                 if !p.unbound {
                     if !self.config.nested_upcalls {
@@ -931,9 +932,7 @@ impl OrbInner {
                     // A thread waiting for its own reply runs only requests of its own call
                     // chain (the callbacks it may be waiting for), unless no pool thread is
                     // free: an unrelated upcall would hold its reply up (TAO bug 3531b).
-                    if request_chain(&u.request) != Some(current_chain())
-                        && self.lf.has_idle_unbound()
-                    {
+                    if u.chain != Some(current_chain()) && self.lf.has_idle_unbound() {
                         self.stats
                             .upcalls_handed_to_pool
                             .fetch_add(1, Ordering::Relaxed);
@@ -1053,6 +1052,7 @@ impl OrbInner {
             version,
             request,
             ctx,
+            chain,
         } = u;
         let key = ctx.object_key();
         let (request_id, twoway) = (
@@ -1076,7 +1076,7 @@ impl OrbInner {
         let outer_deadline = DEADLINE.with(|d| d.replace(deadline));
         // Nested calls made from here carry the request's chain, so that its callbacks
         // may run on the thread that waits for them.
-        let outer_chain = request_chain(&request).map(|id| CHAIN.with(|c| c.replace(id)));
+        let outer_chain = chain.map(|id| CHAIN.with(|c| c.replace(id)));
         UPCALL_CONNS.with(|c| c.borrow_mut().push(conn.clone()));
         let body = catch_unwind(AssertUnwindSafe(|| {
             if ctx.is_cancelled() {

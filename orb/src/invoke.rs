@@ -316,16 +316,13 @@ impl OrbInner {
         );
         let _enter = span.enter();
         let remaining = deadline.saturating_duration_since(Instant::now());
-        let twoway_contexts;
+        let deadline_context;
         // Holds contexts only on the one request per connection that announces BiDir.
         let mut first_contexts = Vec::new();
         let mut contexts: &[ServiceContext] = &[];
         if twoway && version >= Version::V1_1 {
-            twoway_contexts = [
-                Deadline(remaining).to_context(),
-                CallChain(current_chain()).to_context(),
-            ];
-            contexts = &twoway_contexts;
+            deadline_context = CallChain(current_chain()).with_deadline(Deadline(remaining));
+            contexts = std::slice::from_ref(&deadline_context);
         }
         if self.config.bidir
             && version >= Version::V1_2
