@@ -1,12 +1,12 @@
-//! `orb::naming` against a real omniNames (started per test on a free port with a temporary
+//! `orb_naming` against a real omniNames (started per test on a free port with a temporary
 //! log directory), and interplay with omniORB's `nameclt`.
 
-use orb::naming::{
+use orb::{ObjectProxy, ObjectRef, Orb};
+use orb_interop::{payload, run, tool, EchoServant, OmniNames, Output, ECHO_ID, PEER_TIMEOUT};
+use orb_naming::{
     Binding, BindingType, Name, NameComponent, NamingContext, NamingError, NotFoundReason,
     NAMING_CONTEXT_EXT_ID,
 };
-use orb::{ObjectProxy, ObjectRef, Orb};
-use orb_interop::{payload, run, tool, EchoServant, OmniNames, Output, ECHO_ID, PEER_TIMEOUT};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;

@@ -1,9 +1,16 @@
-//! A small CosNaming client (the OMG Naming Service, as served by omniORB's `omniNames`),
-//! spoken in plain CDR over GIOP (WIRE-GIOP §7.3).
+//! `orb-naming`: a small CosNaming client (the OMG Naming Service, as served by omniORB's
+//! `omniNames`), spoken in plain CDR over GIOP (WIRE-GIOP §7.3).
+//!
+//! It is a crate of its own because it is an *application* of the ORB, not part of it: it is
+//! built only on the `orb` crate's public API ([`ObjectProxy::invoke_cdr`] to send a request
+//! with CDR parameters and get the raw [`Reply`] back, [`orb::cdr`] and [`orb::giop`] to encode
+//! names and decode replies and exceptions). The core crate neither knows about it nor gives it
+//! anything other users could not have; a program that does not use a naming service does
+//! not build it.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use orb::naming::{Name, NamingContext};
+//! use orb_naming::{Name, NamingContext};
 //! let orb = orb::Orb::builder().build()?;
 //! // The root context of omniNames on 127.0.0.1:2809 (object key `NameService`, GIOP 1.2).
 //! let root = NamingContext::at(&orb, "127.0.0.1", 2809);
@@ -36,14 +43,16 @@
 //! The naming exceptions (`NotFound`, `CannotProceed`, `InvalidName`, `AlreadyBound`,
 //! `NotEmpty`) arrive as USER_EXCEPTION replies and are decoded by repository id into
 //! [`NamingError`]; everything else (no connection, a malformed reply, an exception id this
-//! module does not know) is [`NamingError::System`].
+//! crate does not know) is [`NamingError::System`].
+#![warn(missing_docs)]
+#![deny(rustdoc::broken_intra_doc_links)]
 
-use crate::cdr::{CdrReader, CdrWriter, DecodeError, DecodeErrorKind, DecodeResultExt};
-use crate::exception::{minor, CompletionStatus, SystemException, SystemExceptionKind};
-use crate::giop::{decode_system_exception, Body, Reply, ReplyStatus};
-use crate::ior::ObjectRef;
-use crate::orb::Orb;
 use bytes::Bytes;
+use orb::cdr::{CdrReader, CdrWriter, DecodeError, DecodeErrorKind, DecodeResultExt};
+use orb::giop::{decode_system_exception, Body, Reply, ReplyStatus};
+use orb::{
+    minor, CompletionStatus, ObjectProxy, ObjectRef, Orb, SystemException, SystemExceptionKind,
+};
 use std::fmt;
 use std::time::Duration;
 
@@ -337,8 +346,8 @@ impl From<SystemException> for NamingError {
 /// Cheap to clone; `Send + Sync`. Every method is one two-way call.
 #[derive(Clone, Debug)]
 pub struct NamingContext {
-    orb: Orb,
-    target: ObjectRef,
+    /// The context's reference, bound to the ORB the calls go through.
+    proxy: ObjectProxy,
     timeout: Option<Duration>,
 }
 
@@ -347,8 +356,7 @@ impl NamingContext {
     /// or an `IOR:` string of omniNames' root context). Nothing is sent until the first call.
     pub fn new(orb: &Orb, reference: ObjectRef) -> Self {
         NamingContext {
-            orb: orb.clone(),
-            target: reference,
+            proxy: ObjectProxy::new(orb, reference),
             timeout: None,
         }
     }
@@ -375,7 +383,7 @@ impl NamingContext {
 
     /// The context's object reference.
     pub fn reference(&self) -> &ObjectRef {
-        &self.target
+        self.proxy.target()
     }
 
     /// Binds `name` to `obj`; [`NamingError::AlreadyBound`] if it is bound already.
@@ -403,7 +411,7 @@ impl NamingContext {
         check_name(name)?;
         self.call("bind_context", &|w| {
             write_name(w, name);
-            ctx.target.encode(w);
+            ctx.reference().encode(w);
         })
         .map(drop)
     }
@@ -413,7 +421,7 @@ impl NamingContext {
         check_name(name)?;
         self.call("rebind_context", &|w| {
             write_name(w, name);
-            ctx.target.encode(w);
+            ctx.reference().encode(w);
         })
         .map(drop)
     }
@@ -428,7 +436,7 @@ impl NamingContext {
     /// Resolves `name` to a naming context.
     pub fn resolve_context(&self, name: &Name) -> Result<NamingContext, NamingError> {
         let r = self.resolve(name)?;
-        Ok(NamingContext::new(&self.orb, r).with_timeout_opt(self.timeout))
+        Ok(self.context(r))
     }
 
     /// `NamingContextExt::resolve_str`: resolves a name given in its string form by the
@@ -452,7 +460,7 @@ impl NamingContext {
     pub fn new_context(&self) -> Result<NamingContext, NamingError> {
         let reply = self.call("new_context", &|_| {})?;
         let r = read_body(&reply.body, ObjectRef::decode)?;
-        Ok(NamingContext::new(&self.orb, r).with_timeout_opt(self.timeout))
+        Ok(self.context(r))
     }
 
     /// Creates a new context and binds it to `name`.
@@ -460,7 +468,7 @@ impl NamingContext {
         check_name(name)?;
         let reply = self.call("bind_new_context", &|w| write_name(w, name))?;
         let r = read_body(&reply.body, ObjectRef::decode)?;
-        Ok(NamingContext::new(&self.orb, r).with_timeout_opt(self.timeout))
+        Ok(self.context(r))
     }
 
     /// Destroys this context; [`NamingError::NotEmpty`] if it still has bindings. (Unbind it
@@ -478,7 +486,7 @@ impl NamingContext {
         let (bindings, iterator) = self.list_raw(how_many)?;
         if let Some(it) = iterator {
             // Best effort: the server reaps forgotten iterators eventually anyway.
-            let _ = self.call_on(&it, "destroy", &|_| {});
+            let _ = self.call_on(&self.iterator(it), "destroy", &|_| {});
         }
         Ok(bindings)
     }
@@ -492,6 +500,7 @@ impl NamingContext {
         let Some(it) = iterator else {
             return Ok(bindings);
         };
+        let it = self.iterator(it);
         let result = loop {
             let reply = match self.call_on(&it, "next_n", &|w| w.write_u32(batch)) {
                 Ok(r) => r,
@@ -538,29 +547,34 @@ impl NamingContext {
         })
     }
 
-    fn with_timeout_opt(mut self, timeout: Option<Duration>) -> Self {
-        self.timeout = timeout;
-        self
+    /// A context for `r`, through the same ORB and with the same timeout as this one.
+    fn context(&self, r: ObjectRef) -> NamingContext {
+        NamingContext {
+            proxy: ObjectProxy::new(self.proxy.orb(), r),
+            timeout: self.timeout,
+        }
+    }
+
+    /// A proxy for the `BindingIterator` `it`, through the same ORB as this context.
+    fn iterator(&self, it: ObjectRef) -> ObjectProxy {
+        ObjectProxy::new(self.proxy.orb(), it)
     }
 
     /// Calls `op` on this context and returns the reply if it is NO_EXCEPTION.
     fn call(&self, op: &str, body: &dyn Fn(&mut CdrWriter<'_>)) -> Result<Reply, NamingError> {
-        self.call_on(&self.target, op, body)
+        self.call_on(&self.proxy, op, body)
     }
 
-    /// Calls `op` on `target` and returns the reply if it is NO_EXCEPTION; other replies are
-    /// decoded into the error they stand for.
+    /// Calls `op` on `target` (a two-way call with CDR parameters, through the ORB's public
+    /// [`ObjectProxy::invoke_cdr`]) and returns the reply if it is NO_EXCEPTION; other replies
+    /// are decoded into the error they stand for.
     fn call_on(
         &self,
-        target: &ObjectRef,
+        target: &ObjectProxy,
         op: &str,
         body: &dyn Fn(&mut CdrWriter<'_>),
     ) -> Result<Reply, NamingError> {
-        let reply = self
-            .orb
-            .inner
-            .call(target, op, true, body, self.timeout)?
-            .ok_or_else(|| SystemException::internal("two-way call without reply"))?;
+        let reply = target.invoke_cdr(op, body, self.timeout)?;
         check_reply(reply)
     }
 }
@@ -720,12 +734,12 @@ fn decode_user_exception(body: &Body) -> NamingError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cdr::ByteOrder;
-    use crate::giop::{
+    use bytes::BytesMut;
+    use orb::cdr::ByteOrder;
+    use orb::giop::{
         write_request, GiopCodec, Message, RequestHeader, ServiceContextList, TargetAddress,
         Version,
     };
-    use bytes::BytesMut;
     use tokio_util::codec::Decoder;
 
     fn reply_of(bytes: &[u8]) -> Reply {
@@ -805,7 +819,7 @@ mod tests {
     #[test]
     fn resolve_reply_decodes_the_inline_ior() {
         // The IOR inline: type id "IDL:demo/Echo:1.0", one IIOP 1.2 profile, no components.
-        let profile = crate::ior::IiopProfile {
+        let profile = orb::IiopProfile {
             version: Version::V1_2,
             host: "127.0.0.1".into(),
             port: 28090,
