@@ -432,6 +432,138 @@ pub(crate) struct WriteState {
     drain_watched: bool,
 }
 
+impl WriteState {
+    /// [`Connection::watch_drain`] under the write lock.
+    fn watch_drain(&mut self, max: usize) -> bool {
+        if self.closed || self.queue.charge() <= max {
+            return false;
+        }
+        self.drain_watched = true;
+        true
+    }
+
+    /// What a writer that gives up the writer role must do with the socket's interest,
+    /// `stop` being how its writing ended: `None`, the queue empty; `Some(full)`, the rest
+    /// left queued, `full` if the socket took less than offered. `Some(true)`: register for
+    /// readable and writable events (a socket that is not full raises a writable event at
+    /// once); `Some(false)`: for readable ones only; `None`: leave it. Takes the drain watch
+    /// when the queue is empty: a waiter wants to hear that it drained, and only the leader's
+    /// flush tells it, on the writable event this asks for. Sans-I/O, so that loom checks it
+    /// against a leader watching the drain (`loom_tests`).
+    fn interest_after_write(&mut self, stop: Option<bool>) -> Option<bool> {
+        match stop {
+            None if std::mem::take(&mut self.drain_watched) && !self.closed => Some(true),
+            None if self.writable_interest && !self.closed => Some(false),
+            None => None,
+            // A full socket raises a writable event when it drains; one that is not full
+            // raises one when (re-)registered, even if the interest was on.
+            Some(full) => (!self.writable_interest || !full).then_some(true),
+        }
+    }
+}
+
+/// Back-pressure on upcalls (`max_dispatches_per_connection`): how many of a connection's
+/// requests are being dispatched, and whether the leader stopped reading the connection
+/// at the limit. A type of its own, sans-I/O and on [`crate::sync`]'s atomics, so that
+/// loom checks the handshake between the leader pausing and upcalls finishing
+/// (`loom_tests`); the caller does the I/O a `true` asks for (the connection on the ready
+/// list, the reactor woken).
+///
+/// Each side writes one variable and then reads the other (`started` counts, pauses, and
+/// reads the count again; `finished` counts down, then takes the pause back:
+/// store-buffering). If both read the old values (x86 lets a load pass an earlier store),
+/// the connection stays paused below the limit with nobody to resume it. SeqCst accesses
+/// exclude that, but loom models them as acquire/release only (see its README) and so
+/// reports that case against a plain SeqCst load. Hence the second read of the count is a
+/// read-modify-write (`fetch_add(0)`, at the limit only), which excludes the case under
+/// acquire/release too: every change of the count is then a read-modify-write, so a
+/// `finished` that counts down after that read synchronises with it (a release sequence)
+/// and sees the pause. The accesses stay SeqCst. The loom models pass as written and with
+/// acquire/release; they fail with relaxed orderings, with a plain load there, and without
+/// the second read.
+#[derive(Debug)]
+pub(crate) struct DispatchGate {
+    /// Upcalls from this connection that are running now.
+    dispatching: crate::sync::AtomicUsize,
+    /// The leader stopped reading because `dispatching` hit the limit.
+    paused: crate::sync::AtomicBool,
+}
+
+impl DispatchGate {
+    pub(crate) fn new() -> Self {
+        DispatchGate {
+            dispatching: crate::sync::AtomicUsize::new(0),
+            paused: crate::sync::AtomicBool::new(false),
+        }
+    }
+
+    /// Counts a dispatch starting; pauses reading at `max`. True when the caller must
+    /// resume reading: a dispatch finished between the count and the pause, and this call
+    /// took the pause back.
+    #[must_use]
+    pub(crate) fn started(&self, max: usize) -> bool {
+        let n = self.dispatching.fetch_add(1, Ordering::SeqCst) + 1;
+        if n < max {
+            return false;
+        }
+        self.paused.store(true, Ordering::SeqCst);
+        // A dispatch may have finished between the increment and the store (a
+        // read-modify-write, not a load: see above).
+        self.dispatching.fetch_add(0, Ordering::SeqCst) < max
+            && self.paused.swap(false, Ordering::SeqCst)
+    }
+
+    /// Counts a dispatch ending. True when the caller must resume reading (it was paused
+    /// and the count is now below `max`); once per pause.
+    #[must_use]
+    pub(crate) fn finished(&self, max: usize) -> bool {
+        let left = self.dispatching.fetch_sub(1, Ordering::SeqCst) - 1;
+        left < max && self.paused.swap(false, Ordering::SeqCst)
+    }
+
+    /// Dispatches running now.
+    pub(crate) fn dispatching(&self) -> usize {
+        self.dispatching.load(Ordering::SeqCst)
+    }
+
+    /// Whether reading is paused at the limit.
+    pub(crate) fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::Acquire)
+    }
+}
+
+/// Write back-pressure, the leader's side: it stopped reading a connection whose outgoing
+/// queue is over its bound (the peer does not read what we send), after asking for a
+/// writable event once the queue drains ([`Connection::watch_drain`]); the leader's flush
+/// on that event resumes it. Touched by the leader only (the idle sweep is the leader's
+/// too); an atomic because the connection is shared. A type of its own so that loom checks
+/// the handshake with a writer draining the queue (`loom_tests`).
+#[derive(Debug)]
+pub(crate) struct WriteBlock(crate::sync::AtomicBool);
+
+impl WriteBlock {
+    pub(crate) fn new() -> Self {
+        WriteBlock(crate::sync::AtomicBool::new(false))
+    }
+
+    /// Stops reading until [`resume`](Self::resume).
+    pub(crate) fn block(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    /// The queue is under its bound again: true (once per block) if reading was stopped and
+    /// the caller must resume it.
+    #[must_use]
+    pub(crate) fn resume(&self) -> bool {
+        self.0.swap(false, Ordering::AcqRel)
+    }
+
+    /// Whether reading is stopped.
+    pub(crate) fn is_blocked(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
 /// One TCP connection carrying GIOP in both directions.
 #[derive(Debug)]
 pub(crate) struct Connection {
@@ -466,13 +598,12 @@ pub(crate) struct Connection {
     /// once (under `connect_waiters`' lock) when the handshake completes. A connection closed
     /// while it is still set never carried a byte: its callers see TRANSIENT completed NO.
     connecting: AtomicBool,
-    /// Upcalls from this connection that are running now (back-pressure).
-    pub(crate) dispatching: AtomicUsize,
-    /// The leader stopped reading because `dispatching` hit the limit.
-    pub(crate) paused: AtomicBool,
+    /// Upcalls from this connection that are running now, and whether the leader stopped
+    /// reading at the limit (back-pressure).
+    pub(crate) dispatch: DispatchGate,
     /// The leader stopped reading because the outgoing queue is over its bound (the peer
-    /// does not read what we send); `after_write` resumes it. Leader-side only.
-    pub(crate) write_blocked: AtomicBool,
+    /// does not read what we send); `after_write` resumes it.
+    pub(crate) write_block: WriteBlock,
     closed: AtomicBool,
     /// Bytes this connection has in read buffers, as last reported to the ORB's gauge.
     pub(crate) accounted: AtomicUsize,
@@ -517,9 +648,8 @@ impl Connection {
             connecting: AtomicBool::new(false),
             bidir_endpoints: Mutex::new(Vec::new()),
             bidir_announced: AtomicBool::new(false),
-            dispatching: AtomicUsize::new(0),
-            paused: AtomicBool::new(false),
-            write_blocked: AtomicBool::new(false),
+            dispatch: DispatchGate::new(),
+            write_block: WriteBlock::new(),
             closed: AtomicBool::new(false),
             accounted: AtomicUsize::new(0),
             queued: AtomicUsize::new(0),
@@ -628,12 +758,7 @@ impl Connection {
     /// already or the connection is closed. Checked and set under the write lock, so that no
     /// drain can slip between the check and the watch.
     pub(crate) fn watch_drain(&self, max: usize) -> bool {
-        let mut w = lock(&self.write);
-        if w.closed || w.queue.charge() <= max {
-            return false;
-        }
-        w.drain_watched = true;
-        true
+        lock(&self.write).watch_drain(max)
     }
 
     /// Sends a whole frame (see [`send_parts`](Self::send_parts)).
@@ -810,42 +935,22 @@ impl Connection {
         batch.clear();
         w.spare = batch;
         w.writing = false;
-        match end? {
-            None => {
-                if std::mem::take(&mut w.drain_watched) && !w.closed {
-                    // A waiter wants to hear that the queue drained, and only the leader's
-                    // flush tells it: registering for writable raises that event at once.
-                    reactor.reregister(
-                        &self.stream,
-                        self.token,
-                        Interest::READABLE | Interest::WRITABLE,
-                    )?;
-                    w.writable_interest = true;
-                } else if w.writable_interest && !w.closed {
-                    reactor.reregister(&self.stream, self.token, Interest::READABLE)?;
-                    w.writable_interest = false;
-                }
-                Ok(true)
-            }
-            Some(full) => {
-                // Under the write lock, so a concurrent flush cannot drop the interest we
-                // add. A full socket raises a writable event when it drains; one that is not
-                // full raises one when (re-)registered, even if the interest was on.
-                if full && !w.writable_interest {
-                    // What is left now waits for the peer (see `outbuf::detach`).
-                    w.queue.map_parts(crate::outbuf::detach);
-                }
-                if !w.writable_interest || !full {
-                    reactor.reregister(
-                        &self.stream,
-                        self.token,
-                        Interest::READABLE | Interest::WRITABLE,
-                    )?;
-                    w.writable_interest = true;
-                }
-                Ok(false)
-            }
+        let stop = end?;
+        if stop == Some(true) && !w.writable_interest {
+            // What is left now waits for the peer (see `outbuf::detach`).
+            w.queue.map_parts(crate::outbuf::detach);
         }
+        // Under the write lock, so a concurrent flush cannot drop the interest we add.
+        if let Some(writable) = w.interest_after_write(stop) {
+            let interest = if writable {
+                Interest::READABLE | Interest::WRITABLE
+            } else {
+                Interest::READABLE
+            };
+            reactor.reregister(&self.stream, self.token, interest)?;
+            w.writable_interest = writable;
+        }
+        Ok(stop.is_none())
     }
 
     /// The outgoing queue's charge (its bytes plus [`PART_OVERHEAD`] per buffer), read
@@ -1426,5 +1531,242 @@ mod tests {
     fn garbage_is_a_frame_error() {
         let mut rs = ReadState::new(1024);
         assert!(rs.handle_bytes(b"HTTP/1.1 200 OK\r\n\r\n").is_err());
+    }
+}
+
+#[cfg(all(test, orb_loom))]
+mod loom_tests {
+    //! Model checks of the two back-pressure handshakes with loom (issue 16, scenario 8):
+    //! every interleaving of a few threads. The dispatch limit is checked on the real
+    //! [`DispatchGate`]. The outgoing queue's bound is checked on the real decisions
+    //! ([`WriteState::watch_drain`], [`WriteState::interest_after_write`], [`WriteBlock`])
+    //! and the real queue accounting ([`OutQueue`]), inside stand-ins for what is I/O: the
+    //! socket (takes whole buffers, or none when full), the reactor (a registration with
+    //! writable interest, or a full socket draining, raises one writable event) and the
+    //! leader's loop around `service`, `flush` and `after_write`.
+    use super::{DispatchGate, WriteBlock, WriteState, PART_OVERHEAD};
+    use bytes::Bytes;
+    use loom::sync::atomic::AtomicUsize;
+    use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
+    use loom::thread;
+    use std::sync::atomic::Ordering;
+
+    /// Runs dispatch scripts against one gate with limit `max`: `pre` dispatches started
+    /// first, then one thread per script, each starting (`true`) and finishing (`false`)
+    /// dispatches in its order. Then the pause must be owed: paused only at the limit (else
+    /// some thread would have been told to resume), and once the dispatches still running
+    /// finish, reading resumed. Every `true` a call returns is a resume the caller owes.
+    fn dispatch_model(
+        max: usize,
+        pre: usize,
+        scripts: &'static [&'static [bool]],
+        preemption_bound: Option<usize>,
+    ) {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = preemption_bound;
+        b.check(move || {
+            let gate = Arc::new(DispatchGate::new());
+            for _ in 0..pre {
+                assert!(!gate.started(max), "a resume with nothing paused");
+            }
+            let threads: Vec<_> = scripts
+                .iter()
+                .map(|script| {
+                    let gate = gate.clone();
+                    thread::spawn(move || {
+                        script
+                            .iter()
+                            .filter(|&&start| {
+                                if start {
+                                    gate.started(max)
+                                } else {
+                                    gate.finished(max)
+                                }
+                            })
+                            .count()
+                    })
+                })
+                .collect();
+            let resumes: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+            let running = gate.dispatching();
+            let paused = gate.is_paused();
+            assert!(
+                !paused || running >= max,
+                "left paused with {running} dispatches running (limit {max}) and nobody \
+                 told to resume ({resumes} resumes)"
+            );
+            let mut late = 0;
+            for _ in 0..running {
+                late += usize::from(gate.finished(max));
+            }
+            assert!(
+                !gate.is_paused(),
+                "still paused once every dispatch finished"
+            );
+            assert_eq!(late, usize::from(paused), "one resume per pause left");
+        });
+    }
+
+    /// The leader reaches the limit (pauses, reads the count again) while an upcall
+    /// finishes (counts down, takes the pause back): the store-buffering race. With limit
+    /// 1 the gate starts paused; with limit 2 the leader's dispatch is the one that pauses.
+    #[test]
+    fn dispatch_gate_pause_races_a_finishing_upcall() {
+        for max in [1, 2] {
+            dispatch_model(max, 1, &[&[true], &[false]], None);
+        }
+    }
+
+    /// At the limit (paused): one upcall suspends its slot for a nested call and takes it
+    /// back (`SuspendedDispatch`), another finishes, and the leader starts a dispatch from
+    /// a frame read just before the pause, whose upcall then runs on the same thread and
+    /// finishes.
+    #[test]
+    fn dispatch_gate_nested_calls_and_finishing_upcalls() {
+        dispatch_model(2, 2, &[&[false, true], &[false], &[true, false]], Some(3));
+    }
+
+    /// The bound in the write models: two 100-byte frames are over it, one is under.
+    const MAX: usize = 200;
+
+    /// A connection's write side, as far as back-pressure goes: the write lock's state
+    /// (real), the lock-free mirror of the queue's charge (`Connection::queued`, with its
+    /// orderings), the leader's flag (real) and the writable event (a stand-in for the
+    /// reactor).
+    struct WriteSide {
+        write: Mutex<WriteState>,
+        queued: AtomicUsize,
+        block: WriteBlock,
+        event: Mutex<bool>,
+        cv: Condvar,
+        /// Writes the socket takes before it is full (for the rest of the model).
+        takes: AtomicUsize,
+    }
+
+    impl WriteSide {
+        /// The kernel reports the socket writable.
+        fn raise(&self) {
+            *self.event.lock().unwrap() = true;
+            self.cv.notify_all();
+        }
+
+        /// The leader's poll, for this connection: blocks until a writable event.
+        fn wait_event(&self) {
+            let mut g = self.event.lock().unwrap();
+            while !*g {
+                g = self.cv.wait(g).unwrap();
+            }
+            *g = false;
+        }
+
+        /// `Connection::write_queue` with the socket stand-in: one buffer per write, until
+        /// the queue is empty or the socket is full; then the real decision on the interest,
+        /// whose writable registration raises an event, as a full socket does once drained.
+        fn write_queue<'a>(&'a self, mut w: MutexGuard<'a, WriteState>) {
+            let mut batch = Vec::new();
+            let stop = loop {
+                w.queue.take_front(&mut batch, 1);
+                let total: usize = batch.iter().map(Bytes::len).sum();
+                drop(w);
+                let written = match self.takes.load(Ordering::Relaxed) {
+                    0 => 0,
+                    n => {
+                        self.takes.store(n - 1, Ordering::Relaxed);
+                        total
+                    }
+                };
+                w = self.write.lock().unwrap();
+                w.queue.written(&mut batch, written);
+                self.queued.store(w.queue.charge(), Ordering::Release);
+                if w.queue.is_empty() {
+                    break None;
+                }
+                if written < total {
+                    break Some(true);
+                }
+            };
+            w.writing = false;
+            // Under the write lock, as the registration is.
+            let interest = w.interest_after_write(stop);
+            if let Some(writable) = interest {
+                w.writable_interest = writable;
+            }
+            if interest == Some(true) || stop == Some(true) {
+                self.raise();
+            }
+        }
+
+        /// `Connection::flush` (on a writable event).
+        fn flush(&self) {
+            let mut w = self.write.lock().unwrap();
+            if w.writing || w.closed {
+                return;
+            }
+            w.writing = true;
+            self.write_queue(w);
+        }
+    }
+
+    /// A writer (an upcall sending its reply) is draining a queue that is over its bound
+    /// while the leader, about to read the connection, finds it over the bound and stops
+    /// reading (`service`: the mirror, then the drain watch under the write lock, then the
+    /// block). Whatever the interleaving, reading resumes: the leader is not left waiting
+    /// for a writable event that never comes (loom reports that as a deadlock), and it
+    /// resumes once the queue is under its bound. `takes` is how many writes the socket
+    /// takes before it is full: the leader's flush writes the rest.
+    fn write_model(takes: usize) {
+        loom::model(move || {
+            let mut ws = WriteState::default();
+            ws.queue.push(Bytes::from(vec![1; 100]));
+            ws.queue.push(Bytes::from(vec![2; 100]));
+            assert!(ws.queue.charge() > MAX && 100 + PART_OVERHEAD <= MAX);
+            // The writer has the role (it appended its frame and is writing the queue).
+            ws.writing = true;
+            let side = Arc::new(WriteSide {
+                queued: AtomicUsize::new(ws.queue.charge()),
+                write: Mutex::new(ws),
+                block: WriteBlock::new(),
+                event: Mutex::new(false),
+                cv: Condvar::new(),
+                takes: AtomicUsize::new(takes),
+            });
+            let writer = {
+                let side = side.clone();
+                thread::spawn(move || {
+                    let w = side.write.lock().unwrap();
+                    side.write_queue(w);
+                })
+            };
+            // The leader: `service`'s check, then its poll loop for this connection.
+            let s = &*side;
+            if s.queued.load(Ordering::Acquire) > MAX && s.write.lock().unwrap().watch_drain(MAX) {
+                s.block.block();
+            }
+            let mut resumed = 0;
+            while s.block.is_blocked() {
+                s.wait_event();
+                s.flush();
+                // `after_write`.
+                if s.queued.load(Ordering::Acquire) <= MAX && s.block.resume() {
+                    resumed += 1;
+                }
+            }
+            writer.join().unwrap();
+            assert!(resumed <= 1, "resumed twice for one block");
+            assert!(s.queued.load(Ordering::Acquire) <= MAX);
+        });
+    }
+
+    /// The socket takes everything: the writer empties the queue.
+    #[test]
+    fn write_block_resumes_when_a_writer_drains_the_queue() {
+        write_model(usize::MAX);
+    }
+
+    /// The socket fills after one frame: the writer leaves the rest to the leader's flush
+    /// on the writable event.
+    #[test]
+    fn write_block_resumes_when_the_leader_flushes_a_full_socket() {
+        write_model(1);
     }
 }

@@ -183,36 +183,33 @@ impl OrbInner {
         SuspendedDispatch { orb: self, conn }
     }
 
-    /// Counts a dispatch starting on `conn`; pauses reading it at the limit.
-    ///
-    /// SeqCst throughout, here and in `dispatch_finished`: each side writes one variable and
-    /// then reads the other (store-buffering), and with weaker orderings both may read the
-    /// old values (x86 lets a load pass an earlier store), leaving the connection paused
-    /// below the limit with nobody to resume it.
+    /// Counts a dispatch starting on `conn`; pauses reading it at the limit (see
+    /// [`DispatchGate`](crate::connection::DispatchGate) for the handshake with
+    /// `dispatch_finished`).
     fn dispatch_started(&self, conn: &Arc<Connection>) {
-        let max = self.config.max_dispatches_per_connection;
-        let n = conn.dispatching.fetch_add(1, Ordering::SeqCst) + 1;
-        if n >= max {
-            conn.paused.store(true, Ordering::SeqCst);
-            // A dispatch may have finished between the increment and the store.
-            if conn.dispatching.load(Ordering::SeqCst) < max
-                && conn.paused.swap(false, Ordering::SeqCst)
-            {
-                self.reactor.push_ready(conn.clone());
-                self.reactor.wake();
-            }
+        if conn
+            .dispatch
+            .started(self.config.max_dispatches_per_connection)
+        {
+            self.resume_reading(conn);
         }
     }
 
     /// Counts a dispatch ending on `conn`; resumes reading it below the limit.
     fn dispatch_finished(&self, conn: &Arc<Connection>) {
-        let left = conn.dispatching.fetch_sub(1, Ordering::SeqCst) - 1;
-        if left < self.config.max_dispatches_per_connection
-            && conn.paused.swap(false, Ordering::SeqCst)
+        if conn
+            .dispatch
+            .finished(self.config.max_dispatches_per_connection)
         {
-            self.reactor.push_ready(conn.clone());
-            self.reactor.wake();
+            self.resume_reading(conn);
         }
+    }
+
+    /// Reads a connection whose reading was stopped (by either back-pressure) again: puts it
+    /// on the ready list and wakes the leader's poll.
+    fn resume_reading(&self, conn: &Arc<Connection>) {
+        self.reactor.push_ready(conn.clone());
+        self.reactor.wake();
     }
 }
 
@@ -470,10 +467,10 @@ impl OrbInner {
                 continue;
             }
             // Busy: a reply owed or awaited, upcalls, bytes to send, or reading stopped by us.
-            let busy = c.dispatching.load(Ordering::Relaxed) > 0
+            let busy = c.dispatch.dispatching() > 0
                 || c.queued_bytes() > 0
-                || c.paused.load(Ordering::Relaxed)
-                || c.write_blocked.load(Ordering::Relaxed)
+                || c.dispatch.is_paused()
+                || c.write_block.is_blocked()
                 || !lock(&c.pending).is_empty()
                 || !lock(&c.running).is_empty();
             let mut rs = lock(&c.read);
@@ -742,10 +739,9 @@ impl OrbInner {
                     for w in waiters {
                         self.lf.complete(&w, Ok(None), None, self);
                     }
-                    if c.write_blocked.swap(false, Ordering::AcqRel) {
+                    if c.write_block.resume() {
                         // Read it again (see `service`).
-                        self.reactor.push_ready(c.clone());
-                        self.reactor.wake();
+                        self.resume_reading(c);
                     }
                 }
             }
@@ -757,7 +753,7 @@ impl OrbInner {
     /// Writes held by the leader are released before it reads the socket, so that a hold
     /// spans one read's worth of frames at most.
     fn service(&self, conn: &Arc<Connection>, held: &mut Option<Arc<Connection>>) -> Option<Frame> {
-        if conn.is_closed() || conn.paused.load(Ordering::Acquire) {
+        if conn.is_closed() || conn.dispatch.is_paused() {
             return None;
         }
         let max = self.config.max_queued_bytes;
@@ -766,7 +762,7 @@ impl OrbInner {
             // requests wait in its socket) until a flush brings the queue under its bound
             // (`after_write`). So the leader never waits for a drain, and what it queues
             // here is bounded too.
-            conn.write_blocked.store(true, Ordering::Release);
+            conn.write_block.block();
             return None;
         }
         let mut rs = lock(&conn.read);
@@ -1363,7 +1359,7 @@ impl OrbInner {
     /// SO_LINGER 0, the final close, when the last upcall holding the connection ends,
     /// resets rather than lingers.
     pub(crate) fn close_for_shutdown(&self, conn: &Arc<Connection>) {
-        if lock(&conn.running).is_empty() && conn.dispatching.load(Ordering::SeqCst) == 0 {
+        if lock(&conn.running).is_empty() && conn.dispatch.dispatching() == 0 {
             self.send_close_connection(conn);
         } else {
             tracing::debug!(peer = %conn.peer, "upcalls still running at shutdown: closed without CloseConnection");

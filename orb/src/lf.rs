@@ -1437,10 +1437,12 @@ mod tests {
 
 #[cfg(all(test, orb_loom))]
 mod loom_tests {
-    //! Model checks of promotion and hand-off with loom: every interleaving of a few
-    //! participants. loom reports a deadlock (a lost wake-up) or a failed assertion.
+    //! Model checks of promotion, hand-off and a connection close completing a waiter, with
+    //! loom: every interleaving of a few participants. loom reports a deadlock (a lost
+    //! wake-up) or a failed assertion.
     use super::*;
     use crate::cdr::ByteOrder;
+    use crate::exception::SystemExceptionKind;
     use crate::giop::{Body, ReplyHeader, ReplyStatus, ServiceContextList};
     use loom::sync::atomic::AtomicUsize;
     use std::collections::VecDeque;
@@ -1844,6 +1846,63 @@ mod loom_tests {
                 t.join().unwrap();
             }
         });
+    }
+
+    /// A connection close (issue 16, scenario 8): a thread closing the connection completes
+    /// a bound waiter with an error (`lf.complete(.., Err(..), None, ..)`, as
+    /// `close_connection` does) while the waiter leads, follows, or has not joined yet, and,
+    /// if `reply_too`, while the leader delivers that waiter's reply. The waiter returns
+    /// once, completed, with one of the two (the error if no reply comes); nobody is left
+    /// asleep (loom reports a deadlock); and the role passes on: the reply of a second
+    /// waiter, which arrives once the first has returned, still reaches it. With the reply,
+    /// both complete (in the ORB, taking the waiter out of the pending map lets only one of
+    /// them), so `complete`'s first-wins rule is checked too.
+    fn close_model(reply_too: bool) {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(4);
+        b.check(move || {
+            let lf = Arc::new(Lf::new());
+            let n = net(&lf);
+            let (p, q) = (Participant::bound(), Participant::bound());
+            let waiter = {
+                let (lf, n, p, q) = (lf.clone(), n.clone(), p.clone(), q.clone());
+                loom::thread::spawn(move || {
+                    assert_eq!(lf.run(&p, None, &*n), Exit::Completed);
+                    match p.take() {
+                        Some(Ok(Some(r))) if reply_too => assert_eq!(r.header.request_id, 9),
+                        Some(Err(e)) => assert_eq!(e.kind, SystemExceptionKind::COMM_FAILURE),
+                        other => panic!("completed with {other:?}"),
+                    }
+                    n.push(Some(q), 5);
+                })
+            };
+            let closer = {
+                let (lf, n, p) = (lf.clone(), n.clone(), p.clone());
+                loom::thread::spawn(move || {
+                    let e = SystemException::comm_failure("connection closed");
+                    lf.complete(&p, Err(e), None, &*n);
+                })
+            };
+            if reply_too {
+                n.push(Some(p), 9);
+            }
+            assert_eq!(lf.run(&q, None, &*n), Exit::Completed);
+            assert_eq!(q.take().unwrap().unwrap().unwrap().header.request_id, 5);
+            waiter.join().unwrap();
+            closer.join().unwrap();
+        });
+    }
+
+    /// The close completes the waiter as its reply is delivered.
+    #[test]
+    fn close_racing_a_reply_completes_the_waiter_once() {
+        close_model(true);
+    }
+
+    /// The close alone completes the waiter: if it leads, asleep in the poll, it is woken.
+    #[test]
+    fn close_wakes_the_waiter_wherever_it_waits() {
+        close_model(false);
     }
 
     #[test]

@@ -1,11 +1,18 @@
-//! Synchronisation primitives of the Leader/Followers pool, swappable for loom's model-checked
-//! ones (`RUSTFLAGS="--cfg orb_loom" cargo test -p orb --lib loom`), as tokio does.
+//! Synchronisation primitives of the Leader/Followers pool and of the connections'
+//! back-pressure gates, swappable for loom's model-checked ones
+//! (`RUSTFLAGS="--cfg orb_loom" cargo test -p orb --lib loom`), as tokio does.
 
 #[cfg(not(orb_loom))]
-pub(crate) use std::sync::{atomic::AtomicBool, Condvar, Mutex, MutexGuard};
+pub(crate) use std::sync::{
+    atomic::{AtomicBool, AtomicUsize},
+    Condvar, Mutex, MutexGuard,
+};
 
 #[cfg(orb_loom)]
-pub(crate) use loom::sync::{atomic::AtomicBool, Condvar, Mutex, MutexGuard};
+pub(crate) use loom::sync::{
+    atomic::{AtomicBool, AtomicUsize},
+    Condvar, Mutex, MutexGuard,
+};
 
 /// Locks, ignoring poisoning (a panicking servant must not take the pool down; nothing behind
 /// these mutexes is left half-updated by a panic).
@@ -15,7 +22,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 use crate::connection::lock as std_lock;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 /// A FIFO behind a mutex, with its length kept beside it so that "is it empty?" (asked on
 /// every call and every poll, and nearly always answered yes) needs no lock: a lock and an
@@ -31,14 +38,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 #[derive(Debug)]
 pub(crate) struct Queue<T> {
     items: std::sync::Mutex<VecDeque<T>>,
-    len: AtomicUsize,
+    len: std::sync::atomic::AtomicUsize,
 }
 
 impl<T> Default for Queue<T> {
     fn default() -> Self {
         Queue {
             items: std::sync::Mutex::new(VecDeque::new()),
-            len: AtomicUsize::new(0),
+            len: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 }
