@@ -24,6 +24,7 @@
 
 use crate::giop::{Frame, FrameError, GiopCodec, Header, Version, HEADER_LEN};
 use crate::lf::Participant;
+use crate::mux::Mux;
 use crate::reactor::Reactor;
 use crate::servant::Context;
 use crate::stats::Stats;
@@ -32,7 +33,7 @@ use mio::Interest;
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio_util::codec::Decoder;
 
@@ -575,12 +576,11 @@ pub(crate) struct Connection {
     pub(crate) peer: SocketAddr,
     pub(crate) origin: Origin,
     pub(crate) stream: TcpStream,
-    next_request_id: AtomicU32,
     pub(crate) read: Mutex<ReadState>,
     pub(crate) write: Mutex<WriteState>,
-    /// Request id → waiter. Keyed by our own ids; foldhash (randomly seeded), as SipHash
-    /// showed up in the per-call profile.
-    pub(crate) pending: Mutex<HashMap<u32, Arc<Participant>, foldhash::fast::RandomState>>,
+    /// Our request ids and the callers waiting for their replies: the only place a reply is
+    /// routed (see [`Mux`]).
+    pub(crate) mux: Mux<Arc<Participant>>,
     /// Request id → running upcall. The ids are the peer's, so the seed is random and the
     /// size is bounded by the dispatch limit.
     pub(crate) running: Mutex<HashMap<u32, Context, foldhash::fast::RandomState>>,
@@ -638,10 +638,9 @@ impl Connection {
             peer,
             origin,
             stream,
-            next_request_id: AtomicU32::new(first),
+            mux: Mux::new(first),
             read: Mutex::new(ReadState::new(max_message_size)),
             write: Mutex::new(WriteState::default()),
-            pending: Mutex::new(HashMap::default()),
             running: Mutex::new(HashMap::default()),
             drain_waiters: Mutex::new(Vec::new()),
             connect_waiters: Mutex::new(Vec::new()),
@@ -679,11 +678,6 @@ impl Connection {
     /// server's message). Before any message the connection counts as 1.2.
     pub(crate) fn may_send_close_connection(&self) -> bool {
         self.origin == Origin::Inbound || self.version().is_none_or(|v| v >= Version::V1_2)
-    }
-
-    /// A fresh request id (step 2 keeps the parity).
-    pub(crate) fn next_request_id(&self) -> u32 {
-        self.next_request_id.fetch_add(2, Ordering::Relaxed)
     }
 
     pub(crate) fn is_closed(&self) -> bool {
@@ -746,11 +740,6 @@ impl Connection {
     /// close which exception the waiters get).
     pub(crate) fn take_connect_waiters(&self) -> Vec<Arc<Participant>> {
         std::mem::take(&mut *lock(&self.connect_waiters))
-    }
-
-    /// The next request id, without taking it (the idle sweep's sign of outgoing requests).
-    pub(crate) fn request_ids_used(&self) -> u32 {
-        self.next_request_id.load(Ordering::Relaxed)
     }
 
     /// If the outgoing queue is charged more than `max`, asks for a writable event once it

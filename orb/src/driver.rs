@@ -471,11 +471,11 @@ impl OrbInner {
                 || c.queued_bytes() > 0
                 || c.dispatch.is_paused()
                 || c.write_block.is_blocked()
-                || !lock(&c.pending).is_empty()
+                || !c.mux.is_idle()
                 || !lock(&c.running).is_empty();
             let mut rs = lock(&c.read);
             let partial = rs.buffered() > 0;
-            let sign = (rs.bytes_in(), c.request_ids_used());
+            let sign = (rs.bytes_in(), c.mux.ids_used());
             // Only accepted connections are closed for idling: closing one of ours could race
             // a caller that has just picked it from the cache, and fail a call that was never
             // sent. The server at the other end closes it with CloseConnection, after which
@@ -830,7 +830,7 @@ impl OrbInner {
         match frame.message {
             Message::Reply(r) => {
                 let id = r.header.request_id;
-                let waiter = lock(&conn.pending).remove(&id);
+                let waiter = conn.mux.route(id);
                 match waiter {
                     Some(w) => {
                         self.stats.replies_received.fetch_add(1, Ordering::Relaxed);
@@ -1435,7 +1435,7 @@ impl OrbInner {
                 SystemException::comm_failure(format!("{} sent MessageError", conn.peer))
             }
         };
-        let mut waiters: Vec<_> = lock(&conn.pending).drain().map(|(_, w)| w).collect();
+        let mut waiters = conn.mux.close();
         waiters.extend(lock(&conn.drain_waiters).drain(..));
         waiters.extend(conn.take_connect_waiters());
         tracing::debug!(peer = %conn.peer, ?cause, waiters = waiters.len(), "connection closed");

@@ -307,7 +307,7 @@ impl OrbInner {
             None => self.connection_to(&profile.host, profile.port, deadline)?,
         };
         conn.note_version(version.minor);
-        let request_id = conn.next_request_id();
+        let request_id = conn.mux.next_id();
         let span = tracing::debug_span!(
             "invoke",
             request_id,
@@ -378,11 +378,23 @@ impl OrbInner {
         if let Some(p) = &participant {
             p.will_await(request_id);
             // Registered before the request is written: the reply can arrive first.
-            lock(&conn.pending).insert(request_id, p.clone());
+            if conn.mux.register(request_id, p.clone()).is_err() {
+                // Closed since we picked it: nothing was sent, so it is resent on a new
+                // connection, as after a CloseConnection (see `call_with`).
+                return Err(SystemException::new(
+                    SystemExceptionKind::COMM_FAILURE,
+                    minor::CLOSED_BY_PEER,
+                    CompletionStatus::No,
+                )
+                .with_detail(format!(
+                    "connection to {} closed before the request was sent",
+                    conn.peer
+                )));
+            }
             self.lf.caller_will_wait(self);
         }
         if let Err(e) = self.send_or_wait(&conn, parts, || deadline) {
-            lock(&conn.pending).remove(&request_id);
+            conn.mux.forget(request_id);
             if participant.is_some() {
                 self.lf.did_not_wait(self);
             }
@@ -396,7 +408,7 @@ impl OrbInner {
             let _suspended = self.suspend_dispatch();
             self.lf.run(&p, Some(deadline), self)
         };
-        if exit != Exit::Completed && lock(&conn.pending).remove(&request_id).is_some() {
+        if exit != Exit::Completed && conn.mux.forget(request_id) {
             // Nobody will complete it now.
             if exit == Exit::TimedOut {
                 let mut c = BytesMut::with_capacity(16);

@@ -62,6 +62,7 @@ pub mod guide;
 mod invoke;
 mod ior;
 mod lf;
+mod mux;
 mod orb;
 mod outbuf;
 mod proxy;
