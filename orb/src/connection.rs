@@ -25,23 +25,16 @@
 use crate::giop::{Frame, FrameError, GiopCodec, Header, Version, HEADER_LEN};
 use crate::lf::Participant;
 use crate::mux::Mux;
-use crate::reactor::Reactor;
 use crate::servant::Context;
 use crate::stats::Stats;
+use crate::sync::std_lock as lock;
 use bytes::{Buf, Bytes, BytesMut};
-use mio::Interest;
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio_util::codec::Decoder;
-
-/// Locks a mutex, ignoring poisoning: a panicking servant must not take the ORB down, and every
-/// structure behind our mutexes stays consistent across a panic (we never unwind mid-update).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// How a connection came to be.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -405,6 +398,16 @@ impl OutQueue {
     }
 }
 
+/// What the write path needs of the event loop: a socket's interest in writable events,
+/// turned on while frames wait for the socket (or a drain is watched) and off again after.
+/// The reactor implements it; taking it as a trait keeps this module below the reactor
+/// (which stores connections) and lets tests count the calls.
+pub(crate) trait WriteInterest {
+    /// Watches `stream` (registered under `token`) for readable events, and for writable
+    /// ones too if `writable`.
+    fn set_writable(&self, stream: &TcpStream, token: usize, writable: bool) -> io::Result<()>;
+}
+
 /// Where a non-blocking connect stands, for a caller that wants to use the connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ConnectState {
@@ -751,7 +754,12 @@ impl Connection {
     }
 
     /// Sends a whole frame (see [`send_parts`](Self::send_parts)).
-    pub(crate) fn send(&self, frame: Bytes, stats: &Stats, reactor: &Reactor) -> io::Result<()> {
+    pub(crate) fn send(
+        &self,
+        frame: Bytes,
+        stats: &Stats,
+        reactor: &impl WriteInterest,
+    ) -> io::Result<()> {
         self.send_parts([frame, Bytes::new()], stats, reactor)
     }
 
@@ -763,7 +771,7 @@ impl Connection {
         &self,
         parts: [Bytes; 2],
         stats: &Stats,
-        reactor: &Reactor,
+        reactor: &impl WriteInterest,
     ) -> io::Result<()> {
         let mut w = lock(&self.write);
         if w.closed {
@@ -827,7 +835,7 @@ impl Connection {
 
     /// Writes queued frames (on a writable event). Returns true when the queue is empty and
     /// writable interest was dropped.
-    pub(crate) fn flush(&self, stats: &Stats, reactor: &Reactor) -> io::Result<bool> {
+    pub(crate) fn flush(&self, stats: &Stats, reactor: &impl WriteInterest) -> io::Result<bool> {
         let mut w = lock(&self.write);
         if w.writing || w.closed {
             // The writing thread finishes the job (and drops the interest when done).
@@ -842,7 +850,7 @@ impl Connection {
     /// the peer), then writes what is queued once, without waiting for the peer. Without it, a
     /// frame queued behind that write (the CloseConnection) would be dropped by the close.
     /// What the socket does not take now is lost with the close.
-    pub(crate) fn flush_before_close(&self, stats: &Stats, reactor: &Reactor) {
+    pub(crate) fn flush_before_close(&self, stats: &Stats, reactor: &impl WriteInterest) {
         for _ in 0..100_000 {
             let w = lock(&self.write);
             if w.closed || w.queue.is_empty() {
@@ -873,7 +881,11 @@ impl Connection {
 
     /// Gives back the role taken by [`hold_writes`](Self::hold_writes), writing what was queued
     /// meanwhile. Returns true when the queue is empty.
-    pub(crate) fn release_writes(&self, stats: &Stats, reactor: &Reactor) -> io::Result<bool> {
+    pub(crate) fn release_writes(
+        &self,
+        stats: &Stats,
+        reactor: &impl WriteInterest,
+    ) -> io::Result<bool> {
         let mut w = lock(&self.write);
         if w.closed || w.queue.is_empty() {
             w.writing = false;
@@ -890,7 +902,7 @@ impl Connection {
         &'a self,
         mut w: MutexGuard<'a, WriteState>,
         stats: &Stats,
-        reactor: &Reactor,
+        reactor: &impl WriteInterest,
     ) -> io::Result<bool> {
         let mut batch = std::mem::take(&mut w.spare);
         let mut rounds = 0;
@@ -931,12 +943,7 @@ impl Connection {
         }
         // Under the write lock, so a concurrent flush cannot drop the interest we add.
         if let Some(writable) = w.interest_after_write(stop) {
-            let interest = if writable {
-                Interest::READABLE | Interest::WRITABLE
-            } else {
-                Interest::READABLE
-            };
-            reactor.reregister(&self.stream, self.token, interest)?;
+            reactor.set_writable(&self.stream, self.token, writable)?;
             w.writable_interest = writable;
         }
         Ok(stop.is_none())
@@ -980,6 +987,8 @@ fn write_vectored_some<const N: usize>(mut s: &TcpStream, bufs: &[Bytes]) -> io:
 mod tests {
     use super::*;
     use crate::giop::{write_close_connection, Message, Version};
+    use crate::reactor::Reactor;
+    use mio::Interest;
 
     #[test]
     fn frames_split_anywhere_come_out_whole() {
@@ -1326,7 +1335,7 @@ mod tests {
                         .poll(Some(std::time::Duration::from_millis(5)), |ev| {
                             if let (crate::reactor::Entry::Conn(c), true) = (ev.entry, ev.writable)
                             {
-                                c.flush(&stats, &reactor).unwrap();
+                                c.flush(&stats, &*reactor).unwrap();
                             }
                         })
                         .unwrap();
@@ -1348,7 +1357,7 @@ mod tests {
                         head.extend_from_slice(&seq.to_le_bytes());
                         head.extend_from_slice(&(len as u32).to_le_bytes());
                         let body = Bytes::from(vec![(t * 31 + seq) as u8; len]);
-                        conn.send_parts([head.freeze(), body], &stats, &reactor)
+                        conn.send_parts([head.freeze(), body], &stats, &*reactor)
                             .unwrap();
                     }
                 })
@@ -1487,11 +1496,11 @@ mod tests {
                 (conn.clone(), stats.clone(), reactor.clone(), after.clone());
             AFTER_DIRECT_WRITE.with(|h| {
                 *h.borrow_mut() = Some(Box::new(move || {
-                    conn.send(after, &stats, &reactor).unwrap();
+                    conn.send(after, &stats, &*reactor).unwrap();
                 }));
             });
         }
-        conn.send_parts([head.clone(), body.clone()], &stats, &reactor)
+        conn.send_parts([head.clone(), body.clone()], &stats, &*reactor)
             .unwrap();
         assert!(
             lock(&conn.write).writable_interest,
@@ -1510,7 +1519,7 @@ mod tests {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while conn.queued_bytes() > 0 {
             assert!(std::time::Instant::now() < deadline, "queue never drained");
-            conn.flush(&stats, &reactor).unwrap();
+            conn.flush(&stats, &*reactor).unwrap();
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         reader.join().unwrap();

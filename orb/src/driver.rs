@@ -22,7 +22,7 @@
 //! messages; an accept that failed (out of file descriptors) is retried after a back-off,
 //! since the connections left in the listen backlog raise no new readiness event.
 
-use crate::connection::{lock, CloseCause, ConnectState, Connection, Origin, ReadError};
+use crate::connection::{CloseCause, ConnectState, Connection, Origin, ReadError};
 use crate::exception::{
     minor, CompletionStatus, Exception, SystemException, SystemExceptionKind, UserException,
 };
@@ -37,6 +37,7 @@ use crate::orb::OrbInner;
 use crate::outbuf;
 use crate::reactor::{Entry, Ready};
 use crate::servant::Context;
+use crate::sync::std_lock as lock;
 use bytes::{Bytes, BytesMut};
 use mio::Interest;
 use std::cell::Cell;

@@ -3,7 +3,7 @@
 //! cancellation, and turning replies into results or exceptions.
 
 use crate::cdr::CdrWriter;
-use crate::connection::{lock, CloseCause, Connection, Origin};
+use crate::connection::{CloseCause, Connection, Origin};
 use crate::driver::{current_chain, inherited_deadline};
 use crate::exception::{
     minor, CompletionStatus, Exception, SystemException, SystemExceptionKind, UserException,
@@ -17,6 +17,7 @@ use crate::ior::ObjectRef;
 use crate::lf::{Exit, Participant};
 use crate::orb::{EndpointSlot, Orb, OrbInner};
 use crate::outbuf;
+use crate::sync::std_lock as lock;
 use bytes::{Bytes, BytesMut};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::Ordering;

@@ -70,6 +70,7 @@ mod reactor;
 mod servant;
 mod stats;
 mod sync;
+mod version;
 
 pub use crate::orb::{Orb, OrbBuilder};
 pub use exception::{

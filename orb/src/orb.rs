@@ -2,7 +2,7 @@
 //! activation, reference strings, and shutdown.
 
 use crate::adapter::Adapter;
-use crate::connection::{lock, Connection};
+use crate::connection::Connection;
 use crate::exception::{minor, CompletionStatus, SystemException, SystemExceptionKind};
 use crate::giop::DEFAULT_MAX_MESSAGE_SIZE;
 use crate::ior::ObjectRef;
@@ -10,6 +10,7 @@ use crate::lf::{Lf, Participant};
 use crate::reactor::Reactor;
 use crate::servant::Servant;
 use crate::stats::{OrbStats, Stats};
+use crate::sync::std_lock as lock;
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs};

@@ -22,7 +22,8 @@
 //! decoded frames not yet handled, or unread socket bytes (mio is edge-triggered; we stop
 //! reading at a budget). The leader serves it before polling.
 
-use crate::connection::{lock, Connection};
+use crate::connection::{Connection, WriteInterest};
+use crate::sync::std_lock as lock;
 use crate::sync::Queue;
 use mio::net::TcpListener;
 use mio::unix::SourceFd;
@@ -343,5 +344,21 @@ impl Reactor {
             }
         }
         Ok((n, woken))
+    }
+}
+
+impl WriteInterest for Reactor {
+    fn set_writable(
+        &self,
+        stream: &std::net::TcpStream,
+        token: usize,
+        writable: bool,
+    ) -> io::Result<()> {
+        let interest = if writable {
+            Interest::READABLE | Interest::WRITABLE
+        } else {
+            Interest::READABLE
+        };
+        self.reregister(stream, token, interest)
     }
 }

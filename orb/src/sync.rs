@@ -20,7 +20,12 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-use crate::connection::lock as std_lock;
+/// Locks a std mutex, ignoring poisoning, as [`lock`] does: for the mutexes outside the loom
+/// model, which stay std's under `orb_loom` too (without loom the two are the same function).
+pub(crate) fn std_lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 

@@ -39,17 +39,17 @@
 //! GIOP 1.1 continuation bytes are appended as they are; the 1.1 rule that alignment restarts
 //! in each fragment is not modelled (omniORB fragments with 1.2 only in practice).
 
+use super::error::FrameError;
 use super::header::{Header, MsgType, HEADER_LEN};
 use super::locate::{decode_locate_reply, decode_locate_request, write_locate_reply_in};
 use super::reply::{decode_reply, write_reply_in};
 use super::request::{decode_request, write_request_in};
 use super::{
     write_cancel_request, write_close_connection, write_locate_request, write_message_error, Frame,
-    Message, Version,
+    Message,
 };
 use crate::cdr::{ByteOrder, CdrReader, DecodeResultExt};
 use bytes::{Bytes, BytesMut};
-use std::io;
 
 /// Default bound on the number of fragmented messages being reassembled at once.
 const DEFAULT_MAX_PENDING_CHAINS: usize = 32;
@@ -59,65 +59,6 @@ const FRAGMENT_1_2_DATA: usize = HEADER_LEN + 4;
 
 /// Default maximum message size (after reassembly, header excluded): 64 MiB.
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 64 * 1024 * 1024;
-
-/// Why a byte stream could not be framed. Every variant is a connection-level error: the
-/// connection answers MessageError where WIRE-GIOP §2.5 says so and closes.
-#[derive(Debug)]
-pub enum FrameError {
-    /// The first four bytes were not `GIOP`.
-    BadMagic([u8; 4]),
-    /// A GIOP version we do not speak.
-    UnsupportedVersion(Version),
-    /// A message type octet outside 0..=7 (or Fragment in 1.0).
-    UnknownMessageType(u8),
-    /// The announced (or reassembled) size is over the limit.
-    TooLarge {
-        /// Announced or accumulated size.
-        size: u64,
-        /// The limit.
-        max: usize,
-    },
-    /// The stream ended inside a frame.
-    Truncated,
-    /// A Fragment for a message that was never started, or other fragment-chain breakage
-    /// (version/byte-order mismatch, a fragmented CancelRequest, too many pending chains).
-    BadFragment(&'static str),
-    /// A message header (request header, reply header...) could not be decoded.
-    Decode(crate::cdr::DecodeError),
-    /// I/O error (required by `tokio_util::codec`).
-    Io(io::Error),
-}
-
-impl std::fmt::Display for FrameError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            FrameError::BadMagic(m) => write!(f, "bad GIOP magic {m:02x?}"),
-            FrameError::UnsupportedVersion(v) => write!(f, "unsupported GIOP version {v}"),
-            FrameError::UnknownMessageType(t) => write!(f, "unknown GIOP message type {t}"),
-            FrameError::TooLarge { size, max } => {
-                write!(f, "message of {size} bytes exceeds the limit of {max}")
-            }
-            FrameError::Truncated => f.write_str("stream ended inside a message"),
-            FrameError::BadFragment(why) => write!(f, "bad fragment: {why}"),
-            FrameError::Decode(e) => write!(f, "malformed message header: {e}"),
-            FrameError::Io(e) => write!(f, "i/o error: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for FrameError {}
-
-impl From<io::Error> for FrameError {
-    fn from(e: io::Error) -> Self {
-        FrameError::Io(e)
-    }
-}
-
-impl From<crate::cdr::DecodeError> for FrameError {
-    fn from(e: crate::cdr::DecodeError) -> Self {
-        FrameError::Decode(e)
-    }
-}
 
 /// The GIOP framing codec: one per connection (it holds fragment reassembly state).
 ///
@@ -502,7 +443,7 @@ mod tests {
     use super::*;
     use crate::giop::{
         write_locate_reply, write_locate_request, write_reply, write_request, LocateStatus,
-        ReplyHeader, ReplyStatus, RequestHeader, ServiceContextList, TargetAddress,
+        ReplyHeader, ReplyStatus, RequestHeader, ServiceContextList, TargetAddress, Version,
     };
     use tokio_util::codec::{Decoder, Encoder};
 

@@ -1,6 +1,6 @@
 //! The 12-byte GIOP message header, common to every version.
 
-use super::codec::FrameError;
+use super::error::FrameError;
 use super::Version;
 use crate::cdr::ByteOrder;
 use bytes::{BufMut, BytesMut};

@@ -11,13 +11,15 @@
 //! written with the right alignment.
 
 mod codec;
+mod error;
 mod header;
 mod locate;
 mod reply;
 pub(crate) mod request;
 mod service_context;
 
-pub use codec::{FrameError, GiopCodec, DEFAULT_MAX_MESSAGE_SIZE};
+pub use codec::{GiopCodec, DEFAULT_MAX_MESSAGE_SIZE};
+pub use error::FrameError;
 pub use header::{Header, MsgType, HEADER_LEN};
 pub use locate::{
     write_locate_reply, write_locate_request, LocateReply, LocateRequest, LocateStatus,
@@ -31,34 +33,11 @@ pub use service_context::{
 };
 
 use crate::cdr::{ByteOrder, CdrReader};
+pub use crate::version::Version;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 /// The operation name's type in a decoded request: UTF-8 sharing the received frame's
 /// buffer, so decoding a request allocates no string.
 pub use bytestring::ByteString;
-
-/// A GIOP protocol version (`major.minor`). We speak 1.0, 1.1 and 1.2 and send 1.2.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Version {
-    /// Always 1.
-    pub major: u8,
-    /// 0, 1 or 2.
-    pub minor: u8,
-}
-
-impl Version {
-    /// GIOP 1.0 (omniORB's choice for a plain `corbaloc::` URL).
-    pub const V1_0: Version = Version { major: 1, minor: 0 };
-    /// GIOP 1.1.
-    pub const V1_1: Version = Version { major: 1, minor: 1 };
-    /// GIOP 1.2, what we send.
-    pub const V1_2: Version = Version { major: 1, minor: 2 };
-}
-
-impl std::fmt::Display for Version {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}.{}", self.major, self.minor)
-    }
-}
 
 /// A message body as received: a zero-copy slice of the frame, plus what is needed to decode it
 /// with the right alignment and byte order.

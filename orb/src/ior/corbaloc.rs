@@ -14,7 +14,7 @@
 //! `rir:`, `ssliop:` and `omniunix:` addresses are refused.
 
 use super::{hex, IiopProfile, IorError, ObjectRef};
-use crate::giop::Version;
+use crate::version::Version;
 use bytes::Bytes;
 use std::fmt::Write as _;
 

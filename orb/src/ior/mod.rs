@@ -24,7 +24,7 @@ use crate::cdr::{
     encapsulate, ByteOrder, CdrReader, CdrWriter, DecodeError, DecodeErrorKind, DecodeResultExt,
 };
 use crate::exception::SystemException;
-use crate::giop::Version;
+use crate::version::Version;
 use bytes::Bytes;
 use std::fmt;
 
