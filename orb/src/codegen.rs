@@ -18,7 +18,7 @@ use crate::exception::minor;
 /// Object references in it are marked as arrived over the request's connection (if another
 /// ORB opened it), which bidirectional GIOP may then use to call them.
 pub fn decode_request<M: prost::Message + Default>(body: Bytes) -> Result<M, SystemException> {
-    let from = crate::driver::upcall_connection_id();
+    let from = crate::upcall::upcall_connection_id();
     crate::ior::decoding_from(from, || M::decode(body)).map_err(|e| {
         SystemException::marshal(
             minor::BAD_PARAMETERS,

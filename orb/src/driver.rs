@@ -29,7 +29,7 @@ use crate::exception::{
 use crate::giop::{
     context_id, encode_system_exception, write_locate_reply, write_message_error, write_reply,
     BiDirListenPoints, Body, CallChain, Deadline, Frame, FrameError, LocateStatus, Message,
-    ReplyHeader, ReplyStatus, Request, ServiceContextList, TargetAddress, Version,
+    ReplyHeader, ReplyStatus, ServiceContextList, TargetAddress, Version,
 };
 use crate::ior::ObjectRef;
 use crate::lf::{Driver, Lead, Participant};
@@ -38,9 +38,9 @@ use crate::outbuf;
 use crate::reactor::{Entry, Ready};
 use crate::servant::Context;
 use crate::sync::std_lock as lock;
+use crate::upcall::{current_chain, current_depth, current_upcall_connection, Serving, Upcall};
 use bytes::{Bytes, BytesMut};
 use mio::Interest;
-use std::cell::Cell;
 use std::io;
 use std::net::Shutdown;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -68,103 +68,6 @@ pub(crate) fn frame_parts(write_head: impl FnOnce(&mut BytesMut), body: Bytes) -
     [head, body]
 }
 
-/// The leader's timers and the inbound connection count (see the module docs). Times are
-/// nanoseconds since `epoch` in atomics, so the leader reads one to know whether a timer is
-/// set; 0 means none.
-#[derive(Debug)]
-pub(crate) struct Housekeeping {
-    epoch: Instant,
-    /// When the next idle sweep is due.
-    next_sweep: std::sync::atomic::AtomicU64,
-    /// When to retry accepting after a failed `accept`.
-    accept_retry: std::sync::atomic::AtomicU64,
-    /// The current accept back-off, in milliseconds (doubles per failure, reset by success).
-    accept_backoff_ms: std::sync::atomic::AtomicU64,
-    /// Accepted connections open now (against `max_connections`).
-    pub(crate) inbound_open: std::sync::atomic::AtomicUsize,
-}
-
-/// First and longest back-off before accepting again after `accept` failed.
-const ACCEPT_BACKOFF_MS: (u64, u64) = (10, 1000);
-
-impl Housekeeping {
-    pub(crate) fn new(idle_timeout: Option<Duration>) -> Self {
-        let h = Housekeeping {
-            epoch: Instant::now(),
-            next_sweep: Default::default(),
-            accept_retry: Default::default(),
-            accept_backoff_ms: std::sync::atomic::AtomicU64::new(ACCEPT_BACKOFF_MS.0),
-            inbound_open: Default::default(),
-        };
-        if let Some(t) = idle_timeout {
-            h.next_sweep.store(
-                h.at(Instant::now() + Self::sweep_every(t)),
-                Ordering::Relaxed,
-            );
-        }
-        h
-    }
-
-    fn sweep_every(idle_timeout: Duration) -> Duration {
-        (idle_timeout / 4).max(Duration::from_millis(5))
-    }
-
-    fn at(&self, t: Instant) -> u64 {
-        (t.saturating_duration_since(self.epoch).as_nanos() as u64).max(1)
-    }
-
-    fn instant(&self, ns: u64) -> Instant {
-        self.epoch + Duration::from_nanos(ns)
-    }
-
-    /// The nearest timer, if any is set.
-    fn next_due(&self) -> Option<Instant> {
-        let (a, b) = (
-            self.next_sweep.load(Ordering::Relaxed),
-            self.accept_retry.load(Ordering::Relaxed),
-        );
-        match (a, b) {
-            (0, 0) => None,
-            (0, x) | (x, 0) => Some(self.instant(x)),
-            (a, b) => Some(self.instant(a.min(b))),
-        }
-    }
-}
-
-/// A request waiting for (or being run by) an upcall thread.
-#[derive(Debug)]
-pub(crate) struct Upcall {
-    conn: Arc<Connection>,
-    version: Version,
-    request: Box<Request>,
-    /// Built when the request was read: its deadline counts from arrival, and a
-    /// CancelRequest can mark it even while it waits for a thread.
-    ctx: Context,
-    /// The call chain the request carried (see [`CallChain`]), if any.
-    chain: Option<u64>,
-}
-
-thread_local! {
-    /// Upcalls running on this thread's stack.
-    static DEPTH: Cell<usize> = const { Cell::new(0) };
-    /// Deadline of the upcall this thread is serving (nested calls inherit it).
-    static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
-    /// The call chain this thread's calls belong to (0: not chosen yet): its own while it
-    /// serves no upcall, the request's while it serves one that carried a chain.
-    static CHAIN: Cell<u64> = const { Cell::new(0) };
-    /// Connections of the upcalls on this thread's stack, innermost last.
-    static UPCALL_CONNS: std::cell::RefCell<Vec<Arc<Connection>>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// The id of the connection whose request this thread is serving, if another ORB opened it
-/// (0 otherwise): references in the request's parameters are marked with it (BiDir GIOP).
-pub(crate) fn upcall_connection_id() -> u64 {
-    UPCALL_CONNS.with(|c| match c.borrow().last() {
-        Some(conn) if conn.origin == Origin::Inbound => conn.id,
-        _ => 0,
-    })
-}
-
 /// While alive, the innermost upcall on this thread does not count against its connection's
 /// dispatch limit: it is waiting for a nested call, not running. Without this, nested
 /// callbacks deeper than `max_dispatches_per_connection` would pause the very connection
@@ -177,7 +80,7 @@ pub(crate) struct SuspendedDispatch<'a> {
 impl OrbInner {
     /// Suspends the current upcall's dispatch slot (if this thread is in one).
     pub(crate) fn suspend_dispatch(&self) -> SuspendedDispatch<'_> {
-        let conn = UPCALL_CONNS.with(|c| c.borrow().last().cloned());
+        let conn = current_upcall_connection();
         if let Some(c) = &conn {
             self.dispatch_finished(c);
         }
@@ -220,34 +123,6 @@ impl Drop for SuspendedDispatch<'_> {
             self.orb.dispatch_started(c);
         }
     }
-}
-
-/// The call chain of the current thread's calls (see [`CallChain`]): the chain of the upcall
-/// it serves, else its own, chosen at random on first use.
-pub(crate) fn current_chain() -> u64 {
-    CHAIN.with(|c| match c.get() {
-        0 => {
-            use std::hash::BuildHasher;
-            static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-            let n = N.fetch_add(1, Ordering::Relaxed);
-            let id = std::collections::hash_map::RandomState::new()
-                .hash_one((n, std::process::id()))
-                .max(1);
-            c.set(id);
-            id
-        }
-        id => id,
-    })
-}
-
-/// Upcalls running on the current thread.
-pub(crate) fn current_depth() -> usize {
-    DEPTH.with(Cell::get)
-}
-
-/// The deadline a nested call made from the current upcall inherits.
-pub(crate) fn inherited_deadline() -> Option<Instant> {
-    DEADLINE.with(Cell::get)
 }
 
 /// What a reply carries.
@@ -437,22 +312,15 @@ impl OrbInner {
     /// Runs the timers that are due at `now` (leader only).
     fn run_timers(&self, now: Instant) {
         let hk = &self.housekeeping;
-        let retry = hk.accept_retry.load(Ordering::Relaxed);
-        if retry != 0 && hk.instant(retry) <= now {
-            hk.accept_retry.store(0, Ordering::Relaxed);
+        if hk.take_accept_retry(now) {
             for e in self.reactor.entries() {
                 if let Entry::Listener(l) = e {
                     self.accept_all(&l);
                 }
             }
         }
-        let sweep = hk.next_sweep.load(Ordering::Relaxed);
-        if let (Some(timeout), true) = (self.config.idle_timeout, sweep != 0) {
-            if hk.instant(sweep) <= now {
-                hk.next_sweep.store(
-                    hk.at(now + Housekeeping::sweep_every(timeout)),
-                    Ordering::Relaxed,
-                );
+        if let Some(timeout) = self.config.idle_timeout {
+            if hk.take_sweep(now, timeout) {
                 self.sweep(now, timeout);
             }
         }
@@ -552,8 +420,7 @@ impl OrbInner {
             match l.accept() {
                 Ok((s, peer)) => {
                     let hk = &self.housekeeping;
-                    hk.accept_backoff_ms
-                        .store(ACCEPT_BACKOFF_MS.0, Ordering::Relaxed);
+                    hk.accepted();
                     if hk.inbound_open.load(Ordering::Relaxed) >= self.config.max_connections {
                         self.stats
                             .connections_refused
@@ -580,14 +447,7 @@ impl OrbInner {
                     // EMFILE and friends. The connections left in the backlog raise no new
                     // readiness event, so retry after a back-off (the leader's poll timeout).
                     self.stats.accept_errors.fetch_add(1, Ordering::Relaxed);
-                    let hk = &self.housekeeping;
-                    let ms = hk.accept_backoff_ms.load(Ordering::Relaxed);
-                    hk.accept_backoff_ms
-                        .store((ms * 2).min(ACCEPT_BACKOFF_MS.1), Ordering::Relaxed);
-                    hk.accept_retry.store(
-                        hk.at(Instant::now() + Duration::from_millis(ms)),
-                        Ordering::Relaxed,
-                    );
+                    let ms = self.housekeeping.accept_failed();
                     tracing::warn!(error = %e, retry_ms = ms, "accept failed");
                     self.reactor.wake();
                     return;
@@ -1065,16 +925,8 @@ impl OrbInner {
             peer = %conn.peer,
         );
         let _enter = span.enter();
-        let depth = DEPTH.with(|d| {
-            let v = d.get();
-            d.set(v + 1);
-            v
-        });
-        let outer_deadline = DEADLINE.with(|d| d.replace(deadline));
-        // Nested calls made from here carry the request's chain, so that its callbacks
-        // may run on the thread that waits for them.
-        let outer_chain = chain.map(|id| CHAIN.with(|c| c.replace(id)));
-        UPCALL_CONNS.with(|c| c.borrow_mut().push(conn.clone()));
+        let serving = Serving::enter(&conn, deadline, chain);
+        let depth = serving.depth();
         let body = catch_unwind(AssertUnwindSafe(|| {
             if ctx.is_cancelled() {
                 // Cancelled while it waited for a thread: the caller has given up.
@@ -1107,12 +959,7 @@ impl OrbInner {
                 .with_detail(format!("servant panicked: {what}")),
             )
         });
-        UPCALL_CONNS.with(|c| c.borrow_mut().pop());
-        DEADLINE.with(|d| d.set(outer_deadline));
-        if let Some(id) = outer_chain {
-            CHAIN.with(|c| c.set(id));
-        }
-        DEPTH.with(|d| d.set(depth));
+        drop(serving);
         // The reply would wake the caller, whose next request would then wake the standby
         // before this thread is back to lead: stop watching for the short rest of the way.
         self.lf.user_code_done(self);

@@ -4,7 +4,6 @@
 
 use crate::cdr::CdrWriter;
 use crate::connection::{CloseCause, Connection, Origin};
-use crate::driver::{current_chain, inherited_deadline};
 use crate::exception::{
     minor, CompletionStatus, Exception, SystemException, SystemExceptionKind, UserException,
 };
@@ -18,6 +17,7 @@ use crate::lf::{Exit, Participant};
 use crate::orb::{EndpointSlot, Orb, OrbInner};
 use crate::outbuf;
 use crate::sync::std_lock as lock;
+use crate::upcall::{current_chain, inherited_deadline};
 use bytes::{Bytes, BytesMut};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::Ordering;

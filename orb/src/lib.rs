@@ -70,6 +70,8 @@ mod reactor;
 mod servant;
 mod stats;
 mod sync;
+mod timers;
+mod upcall;
 mod version;
 
 pub use crate::orb::{Orb, OrbBuilder};

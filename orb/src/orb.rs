@@ -358,7 +358,7 @@ impl OrbBuilder {
             key_nonce: nonce,
             threads: Mutex::new(Vec::new()),
             id: NEXT_ORB_ID.fetch_add(1, Ordering::Relaxed),
-            housekeeping: crate::driver::Housekeeping::new(idle_timeout),
+            housekeeping: crate::timers::Housekeeping::new(idle_timeout),
         });
         let mut handles = Vec::new();
         for i in 0..inner.config.threads {
@@ -454,7 +454,7 @@ pub(crate) struct OrbInner {
     pub(crate) bidir_inbound: Mutex<HashMap<u64, Arc<Connection>>>,
     /// Requests read by a bound leader while nested upcalls are disabled, waiting for a pool
     /// thread.
-    pub(crate) parked: crate::sync::Queue<crate::driver::Upcall>,
+    pub(crate) parked: crate::sync::Queue<crate::upcall::Upcall>,
     pub(crate) shutting_down: AtomicBool,
     pub(crate) upcalls_running: AtomicUsize,
     pub(crate) upcalls_done: (Mutex<()>, Condvar),
@@ -464,7 +464,7 @@ pub(crate) struct OrbInner {
     /// Unique among the process's ORBs (a thread's cached connection names its ORB by it).
     pub(crate) id: u64,
     /// The leader's timers (idle sweep, accept retry) and the inbound connection count.
-    pub(crate) housekeeping: crate::driver::Housekeeping,
+    pub(crate) housekeeping: crate::timers::Housekeeping,
 }
 
 /// The next [`OrbInner::id`].
@@ -611,7 +611,7 @@ impl Orb {
         inner.reactor.close_listeners();
         // 2. Let running upcalls finish (the pool keeps serving meanwhile: they may need it).
         let deadline = Instant::now() + inner.config.shutdown_grace;
-        let in_upcall = crate::driver::current_depth() > 0;
+        let in_upcall = crate::upcall::current_depth() > 0;
         let own = usize::from(in_upcall);
         {
             let (m, cv) = &inner.upcalls_done;

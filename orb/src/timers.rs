@@ -1,0 +1,115 @@
+//! The leader's timers: when to sweep for idle connections and when to retry a failed
+//! `accept`, plus the count of accepted connections open (against `max_connections`). Plain
+//! atomics read by the leader before each poll (its timeout), so an ORB with no timer set
+//! reads no clock.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// The leader's timers and the inbound connection count (see the module docs). Times are
+/// nanoseconds since `epoch` in atomics, so the leader reads one to know whether a timer is
+/// set; 0 means none.
+#[derive(Debug)]
+pub(crate) struct Housekeeping {
+    epoch: Instant,
+    /// When the next idle sweep is due.
+    next_sweep: std::sync::atomic::AtomicU64,
+    /// When to retry accepting after a failed `accept`.
+    accept_retry: std::sync::atomic::AtomicU64,
+    /// The current accept back-off, in milliseconds (doubles per failure, reset by success).
+    accept_backoff_ms: std::sync::atomic::AtomicU64,
+    /// Accepted connections open now (against `max_connections`).
+    pub(crate) inbound_open: std::sync::atomic::AtomicUsize,
+}
+
+/// First and longest back-off before accepting again after `accept` failed.
+const ACCEPT_BACKOFF_MS: (u64, u64) = (10, 1000);
+
+impl Housekeeping {
+    pub(crate) fn new(idle_timeout: Option<Duration>) -> Self {
+        let h = Housekeeping {
+            epoch: Instant::now(),
+            next_sweep: Default::default(),
+            accept_retry: Default::default(),
+            accept_backoff_ms: std::sync::atomic::AtomicU64::new(ACCEPT_BACKOFF_MS.0),
+            inbound_open: Default::default(),
+        };
+        if let Some(t) = idle_timeout {
+            h.next_sweep.store(
+                h.at(Instant::now() + Self::sweep_every(t)),
+                Ordering::Relaxed,
+            );
+        }
+        h
+    }
+
+    pub(crate) fn sweep_every(idle_timeout: Duration) -> Duration {
+        (idle_timeout / 4).max(Duration::from_millis(5))
+    }
+
+    fn at(&self, t: Instant) -> u64 {
+        (t.saturating_duration_since(self.epoch).as_nanos() as u64).max(1)
+    }
+
+    fn instant(&self, ns: u64) -> Instant {
+        self.epoch + Duration::from_nanos(ns)
+    }
+
+    /// The nearest timer, if any is set.
+    pub(crate) fn next_due(&self) -> Option<Instant> {
+        let (a, b) = (
+            self.next_sweep.load(Ordering::Relaxed),
+            self.accept_retry.load(Ordering::Relaxed),
+        );
+        match (a, b) {
+            (0, 0) => None,
+            (0, x) | (x, 0) => Some(self.instant(x)),
+            (a, b) => Some(self.instant(a.min(b))),
+        }
+    }
+}
+
+impl Housekeeping {
+    /// Whether the accept retry is due at `now`; if so it is cleared (the caller accepts).
+    pub(crate) fn take_accept_retry(&self, now: Instant) -> bool {
+        let retry = self.accept_retry.load(Ordering::Relaxed);
+        if retry != 0 && self.instant(retry) <= now {
+            self.accept_retry.store(0, Ordering::Relaxed);
+            return true;
+        }
+        false
+    }
+
+    /// Whether an idle sweep is due at `now`; if so the next one is scheduled (the caller
+    /// sweeps).
+    pub(crate) fn take_sweep(&self, now: Instant, idle_timeout: Duration) -> bool {
+        let sweep = self.next_sweep.load(Ordering::Relaxed);
+        if sweep != 0 && self.instant(sweep) <= now {
+            self.next_sweep.store(
+                self.at(now + Self::sweep_every(idle_timeout)),
+                Ordering::Relaxed,
+            );
+            return true;
+        }
+        false
+    }
+
+    /// An `accept` succeeded: the next failure backs off from the start again.
+    pub(crate) fn accepted(&self) {
+        self.accept_backoff_ms
+            .store(ACCEPT_BACKOFF_MS.0, Ordering::Relaxed);
+    }
+
+    /// An `accept` failed: schedules a retry after the current back-off (which then doubles,
+    /// up to its cap) and returns that back-off in milliseconds.
+    pub(crate) fn accept_failed(&self) -> u64 {
+        let ms = self.accept_backoff_ms.load(Ordering::Relaxed);
+        self.accept_backoff_ms
+            .store((ms * 2).min(ACCEPT_BACKOFF_MS.1), Ordering::Relaxed);
+        self.accept_retry.store(
+            self.at(Instant::now() + Duration::from_millis(ms)),
+            Ordering::Relaxed,
+        );
+        ms
+    }
+}

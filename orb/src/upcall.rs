@@ -1,0 +1,131 @@
+//! An upcall: a request on its way to a servant ([`Upcall`], parked until a thread takes it,
+//! or run at once), and what the thread serving it knows about it: the per-thread state that
+//! nested calls made from the servant read (depth, inherited deadline, call chain, the
+//! connection the request came over). The client reads it, the server writes it (through
+//! [`Serving`] only); neither imports the other for it.
+
+use crate::connection::{Connection, Origin};
+use crate::giop::{Request, Version};
+use crate::servant::Context;
+use std::cell::Cell;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A request waiting for (or being run by) an upcall thread.
+#[derive(Debug)]
+pub(crate) struct Upcall {
+    pub(crate) conn: Arc<Connection>,
+    pub(crate) version: Version,
+    pub(crate) request: Box<Request>,
+    /// Built when the request was read: its deadline counts from arrival, and a
+    /// CancelRequest can mark it even while it waits for a thread.
+    pub(crate) ctx: Context,
+    /// The call chain the request carried (see [`CallChain`](crate::giop::CallChain)), if any.
+    pub(crate) chain: Option<u64>,
+}
+
+thread_local! {
+    /// Upcalls running on this thread's stack.
+    static DEPTH: Cell<usize> = const { Cell::new(0) };
+    /// Deadline of the upcall this thread is serving (nested calls inherit it).
+    static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// The call chain this thread's calls belong to (0: not chosen yet): its own while it
+    /// serves no upcall, the request's while it serves one that carried a chain.
+    static CHAIN: Cell<u64> = const { Cell::new(0) };
+    /// Connections of the upcalls on this thread's stack, innermost last.
+    static UPCALL_CONNS: std::cell::RefCell<Vec<Arc<Connection>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The id of the connection whose request this thread is serving, if another ORB opened it
+/// (0 otherwise): references in the request's parameters are marked with it (BiDir GIOP).
+pub(crate) fn upcall_connection_id() -> u64 {
+    UPCALL_CONNS.with(|c| match c.borrow().last() {
+        Some(conn) if conn.origin == Origin::Inbound => conn.id,
+        _ => 0,
+    })
+}
+
+/// The call chain of the current thread's calls (see [`CallChain`](crate::giop::CallChain)): the chain of the upcall
+/// it serves, else its own, chosen at random on first use.
+pub(crate) fn current_chain() -> u64 {
+    CHAIN.with(|c| match c.get() {
+        0 => {
+            use std::hash::BuildHasher;
+            static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = N.fetch_add(1, Ordering::Relaxed);
+            let id = std::collections::hash_map::RandomState::new()
+                .hash_one((n, std::process::id()))
+                .max(1);
+            c.set(id);
+            id
+        }
+        id => id,
+    })
+}
+
+/// Upcalls running on the current thread.
+pub(crate) fn current_depth() -> usize {
+    DEPTH.with(Cell::get)
+}
+
+/// The deadline a nested call made from the current upcall inherits.
+pub(crate) fn inherited_deadline() -> Option<Instant> {
+    DEADLINE.with(Cell::get)
+}
+
+/// The connection of the innermost upcall this thread is serving, if any.
+pub(crate) fn current_upcall_connection() -> Option<Arc<Connection>> {
+    UPCALL_CONNS.with(|c| c.borrow().last().cloned())
+}
+
+/// While alive, the current thread serves an upcall: one level deeper, its deadline
+/// inherited by nested calls, its call chain (if the request carried one) carried on by
+/// them, its connection the innermost. Dropping it restores what was before.
+pub(crate) struct Serving {
+    depth: usize,
+    outer_deadline: Option<Instant>,
+    outer_chain: Option<u64>,
+}
+
+impl Serving {
+    /// Enters an upcall from `conn` with `deadline` and `chain`; returns the guard and the
+    /// depth before it (0: not nested).
+    pub(crate) fn enter(
+        conn: &Arc<Connection>,
+        deadline: Option<Instant>,
+        chain: Option<u64>,
+    ) -> Serving {
+        let depth = DEPTH.with(|d| {
+            let v = d.get();
+            d.set(v + 1);
+            v
+        });
+        let outer_deadline = DEADLINE.with(|d| d.replace(deadline));
+        // Nested calls made from here carry the request's chain, so that its callbacks
+        // may run on the thread that waits for them.
+        let outer_chain = chain.map(|id| CHAIN.with(|c| c.replace(id)));
+        UPCALL_CONNS.with(|c| c.borrow_mut().push(conn.clone()));
+        Serving {
+            depth,
+            outer_deadline,
+            outer_chain,
+        }
+    }
+
+    /// Upcalls that were running on this thread when this one entered.
+    pub(crate) fn depth(&self) -> usize {
+        self.depth
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        UPCALL_CONNS.with(|c| c.borrow_mut().pop());
+        DEADLINE.with(|d| d.set(self.outer_deadline));
+        if let Some(id) = self.outer_chain {
+            CHAIN.with(|c| c.set(id));
+        }
+        DEPTH.with(|d| d.set(self.depth));
+    }
+}
