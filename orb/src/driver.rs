@@ -22,7 +22,7 @@
 //! messages; an accept that failed (out of file descriptors) is retried after a back-off,
 //! since the connections left in the listen backlog raise no new readiness event.
 
-use crate::connection::{CloseCause, ConnectState, Connection, Origin, ReadError};
+use crate::connection::{CloseCause, Connection, Origin, ReadError};
 use crate::exception::{
     minor, CompletionStatus, Exception, SystemException, SystemExceptionKind, UserException,
 };
@@ -31,18 +31,16 @@ use crate::giop::{
     BiDirListenPoints, Body, CallChain, Deadline, Frame, FrameError, LocateStatus, Message,
     ReplyHeader, ReplyStatus, ServiceContextList, TargetAddress, Version,
 };
-use crate::ior::ObjectRef;
 use crate::lf::{Driver, Lead, Participant};
 use crate::orb::OrbInner;
 use crate::outbuf;
 use crate::reactor::{Entry, Ready};
 use crate::servant::Context;
 use crate::sync::std_lock as lock;
-use crate::upcall::{current_chain, current_depth, current_upcall_connection, Serving, Upcall};
+use crate::transport::{frame_parts, SPLIT_BODY_AT};
+use crate::upcall::{current_chain, current_depth, Serving, Upcall};
 use bytes::{Bytes, BytesMut};
-use mio::Interest;
 use std::io;
-use std::net::Shutdown;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -51,79 +49,6 @@ use std::time::{Duration, Instant};
 /// How many BiDir listen points one connection may announce (each is an entry in the
 /// connection cache while the connection lives).
 pub(crate) const MAX_BIDIR_ENDPOINTS: usize = 16;
-
-/// Octet-sequence bodies at least this long are written from their own buffer (a vectored
-/// write) instead of being copied into the frame.
-pub(crate) const SPLIT_BODY_AT: usize = 8 * 1024;
-
-/// A frame as (head, body) parts: `write_head` writes the head, ending with the octet
-/// sequence's length, and the GIOP size is patched to cover `body`, which follows the head on
-/// the wire uncopied.
-pub(crate) fn frame_parts(write_head: impl FnOnce(&mut BytesMut), body: Bytes) -> [Bytes; 2] {
-    let head = outbuf::encode(64, |head| {
-        write_head(head);
-        let size = (head.len() - crate::giop::HEADER_LEN + body.len()) as u32;
-        crate::giop::Header::patch_size(head, 0, crate::cdr::ByteOrder::NATIVE, size);
-    });
-    [head, body]
-}
-
-/// While alive, the innermost upcall on this thread does not count against its connection's
-/// dispatch limit: it is waiting for a nested call, not running. Without this, nested
-/// callbacks deeper than `max_dispatches_per_connection` would pause the very connection
-/// that carries the replies and requests they wait for.
-pub(crate) struct SuspendedDispatch<'a> {
-    orb: &'a OrbInner,
-    conn: Option<Arc<Connection>>,
-}
-
-impl OrbInner {
-    /// Suspends the current upcall's dispatch slot (if this thread is in one).
-    pub(crate) fn suspend_dispatch(&self) -> SuspendedDispatch<'_> {
-        let conn = current_upcall_connection();
-        if let Some(c) = &conn {
-            self.dispatch_finished(c);
-        }
-        SuspendedDispatch { orb: self, conn }
-    }
-
-    /// Counts a dispatch starting on `conn`; pauses reading it at the limit (see
-    /// [`DispatchGate`](crate::connection::DispatchGate) for the handshake with
-    /// `dispatch_finished`).
-    fn dispatch_started(&self, conn: &Arc<Connection>) {
-        if conn
-            .dispatch
-            .started(self.config.max_dispatches_per_connection)
-        {
-            self.resume_reading(conn);
-        }
-    }
-
-    /// Counts a dispatch ending on `conn`; resumes reading it below the limit.
-    fn dispatch_finished(&self, conn: &Arc<Connection>) {
-        if conn
-            .dispatch
-            .finished(self.config.max_dispatches_per_connection)
-        {
-            self.resume_reading(conn);
-        }
-    }
-
-    /// Reads a connection whose reading was stopped (by either back-pressure) again: puts it
-    /// on the ready list and wakes the leader's poll.
-    fn resume_reading(&self, conn: &Arc<Connection>) {
-        self.reactor.push_ready(conn.clone());
-        self.reactor.wake();
-    }
-}
-
-impl Drop for SuspendedDispatch<'_> {
-    fn drop(&mut self) {
-        if let Some(c) = &self.conn {
-            self.orb.dispatch_started(c);
-        }
-    }
-}
 
 /// What a reply carries.
 enum ReplyBody {
@@ -456,160 +381,6 @@ impl OrbInner {
         }
     }
 
-    /// Registers a connected, non-blocking socket with the reactor.
-    pub(crate) fn add_connection(
-        &self,
-        s: std::net::TcpStream,
-        peer: std::net::SocketAddr,
-        origin: Origin,
-    ) -> io::Result<Arc<Connection>> {
-        s.set_nonblocking(true)?;
-        self.register_connection(s, peer, origin, false)
-    }
-
-    /// Registers a non-blocking socket whose connect is under way: the reactor watches it for
-    /// writable, and [`finish_connect`](Self::finish_connect) completes the handshake, so no
-    /// thread blocks in `connect` (callers wait in [`wait_connected`](Self::wait_connected)).
-    pub(crate) fn add_connecting(
-        &self,
-        s: std::net::TcpStream,
-        peer: std::net::SocketAddr,
-        origin: Origin,
-    ) -> io::Result<Arc<Connection>> {
-        self.register_connection(s, peer, origin, true)
-    }
-
-    fn register_connection(
-        &self,
-        s: std::net::TcpStream,
-        peer: std::net::SocketAddr,
-        origin: Origin,
-        connecting: bool,
-    ) -> io::Result<Arc<Connection>> {
-        let max = self.config.max_message_size;
-        let conn = self.reactor.insert(|token| {
-            let c = Arc::new(Connection::new(token, s, peer, origin, max));
-            if connecting {
-                c.set_connecting();
-            }
-            (Entry::Conn(c.clone()), c)
-        });
-        let interest = if connecting {
-            Interest::READABLE | Interest::WRITABLE
-        } else {
-            Interest::READABLE
-        };
-        if let Err(e) = self.reactor.register(&conn.stream, conn.token, interest) {
-            self.reactor.remove(conn.token);
-            return Err(e);
-        }
-        self.stats.connections_open.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(%peer, origin = ?conn.origin, connecting, "connection open");
-        if !connecting {
-            // Bytes may have arrived before registration; look once.
-            self.reactor.push_ready(conn.clone());
-            self.reactor.wake();
-        }
-        Ok(conn)
-    }
-
-    /// On an event of a connection whose connect is under way: whether the handshake is
-    /// done. Completes the connect waiters if it is; closes the connection if it failed (its
-    /// waiters then see TRANSIENT completed NO). False also while it is still under way.
-    fn finish_connect(&self, c: &Arc<Connection>) -> bool {
-        let failed = match c.stream.take_error() {
-            Ok(None) => match c.stream.peer_addr() {
-                Ok(_) => None,
-                Err(e) if e.kind() == io::ErrorKind::NotConnected => return false,
-                Err(e) => Some(e),
-            },
-            Ok(Some(e)) | Err(e) => Some(e),
-        };
-        if let Some(e) = failed {
-            self.close_connection(c, CloseCause::Io(e.to_string()));
-            return false;
-        }
-        let _ = c.stream.set_nodelay(true);
-        self.stats
-            .connections_opened
-            .fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(peer = %c.peer, "connected");
-        for w in c.connected() {
-            self.lf.complete(&w, Ok(None), None, self);
-        }
-        true
-    }
-
-    /// Waits until our connect of `conn` has finished, as a bound Leader/Followers
-    /// participant (so this thread leads and serves others meanwhile), at most until
-    /// `deadline`. Returns at once on a connection that is connected. An error is the
-    /// failure the close mapped (TRANSIENT completed NO), TIMEOUT, or the shutdown.
-    pub(crate) fn wait_connected(
-        &self,
-        conn: &Arc<Connection>,
-        deadline: Instant,
-    ) -> Result<(), SystemException> {
-        if !conn.is_connecting() {
-            return Ok(());
-        }
-        let p = Participant::bound();
-        match conn.add_connect_waiter(&p) {
-            ConnectState::Connected => return Ok(()),
-            ConnectState::Closed => {
-                return Err(SystemException::transient(
-                    minor::CONNECT_FAILED,
-                    format!("connection to {} closed while connecting", conn.peer),
-                ))
-            }
-            ConnectState::Connecting => {}
-        }
-        let exit = {
-            // A nested call's connect is a wait like its reply's (see `suspend_dispatch`).
-            let _suspended = self.suspend_dispatch();
-            self.lf.run(&p, Some(deadline), self)
-        };
-        conn.remove_connect_waiter(p.id);
-        match (p.take(), exit) {
-            (Some(Err(e)), _) => Err(e),
-            (Some(Ok(_)), _) => Ok(()),
-            (None, crate::lf::Exit::Shutdown) => Err(SystemException::shutdown()),
-            // Finished as the wait ended.
-            (None, _) if !conn.is_connecting() && !conn.is_closed() => Ok(()),
-            // Nothing was sent: completed NO.
-            (None, _) => Err(SystemException::new(
-                SystemExceptionKind::TIMEOUT,
-                minor::DEADLINE,
-                CompletionStatus::No,
-            )
-            .with_detail(format!("connect to {} did not finish in time", conn.peer))),
-        }
-    }
-
-    fn flush(&self, c: &Arc<Connection>) {
-        let r = c.flush(&self.stats, &self.reactor);
-        self.after_write(c, r);
-    }
-
-    /// After a write of the outgoing queue: lets senders waiting for it to drain go on, or
-    /// closes the connection on a write error.
-    fn after_write(&self, c: &Arc<Connection>, r: io::Result<bool>) {
-        match r {
-            Ok(_) => {
-                if c.queued_bytes() <= self.config.max_queued_bytes {
-                    let waiters = std::mem::take(&mut *lock(&c.drain_waiters));
-                    for w in waiters {
-                        self.lf.complete(&w, Ok(None), None, self);
-                    }
-                    if c.write_block.resume() {
-                        // Read it again (see `service`).
-                        self.resume_reading(c);
-                    }
-                }
-            }
-            Err(e) => self.close_connection(c, CloseCause::Io(e.to_string())),
-        }
-    }
-
     /// Gets the next frame of a connection, reading the socket if none is decoded yet.
     /// Writes held by the leader are released before it reads the socket, so that a hold
     /// spans one read's worth of frames at most.
@@ -886,22 +657,6 @@ impl OrbInner {
         }
     }
 
-    /// The inbound connection to call `host:port` over, for a reference that arrived over
-    /// connection `arrived_over`: that connection, if its peer announced this endpoint as a
-    /// BiDir listen point and it is still open.
-    pub(crate) fn bidir_route(
-        &self,
-        arrived_over: u64,
-        host: &str,
-        port: u16,
-    ) -> Option<Arc<Connection>> {
-        let conn = lock(&self.bidir_inbound).get(&arrived_over).cloned()?;
-        let announced = lock(&conn.bidir_endpoints)
-            .iter()
-            .any(|(h, p)| *p == port && h == host);
-        (announced && !conn.is_closed()).then_some(conn)
-    }
-
     /// Runs one request on the current thread and sends its reply.
     fn upcall(&self, u: Upcall) {
         let Upcall {
@@ -1095,75 +850,6 @@ impl OrbInner {
         }
     }
 
-    /// Sends a whole frame on `conn` at once ([`send_now`](Self::send_now)).
-    pub(crate) fn send_frame(
-        &self,
-        conn: &Arc<Connection>,
-        frame: Bytes,
-    ) -> Result<(), SystemException> {
-        self.send_now(conn, [frame, Bytes::new()])
-    }
-
-    /// Sends a frame given as head and body parts (see [`frame_parts`]) without ever
-    /// waiting: what the socket does not take is queued, whatever the queue holds. The
-    /// leader's send: the queue it adds to stays bounded because a connection over its
-    /// bound is not read (see the module docs). A failure closes the connection.
-    pub(crate) fn send_now(
-        &self,
-        conn: &Arc<Connection>,
-        parts: [Bytes; 2],
-    ) -> Result<(), SystemException> {
-        match conn.send_parts(parts, &self.stats, &self.reactor) {
-            Ok(_) => Ok(()),
-            Err(e) => {
-                let detail = format!("write to {} failed: {e}", conn.peer);
-                self.close_connection(conn, CloseCause::Io(e.to_string()));
-                Err(SystemException::comm_failure(detail))
-            }
-        }
-    }
-
-    /// Sends a whole frame on `conn`, by a thread that is not the leader (an upcall's reply,
-    /// a caller's request); a failure closes the connection. A frame is accepted while the
-    /// outgoing queue is under its bound (a soft bound: one frame may take it over); over it,
-    /// this thread first waits (as a bound Leader/Followers participant, so it can lead and
-    /// flush meanwhile) until the queue drains, at most until `deadline()` (only asked then:
-    /// a clock read per reply otherwise). Never called inside [`Driver::lead`].
-    pub(crate) fn send_or_wait(
-        &self,
-        conn: &Arc<Connection>,
-        parts: [Bytes; 2],
-        deadline: impl FnOnce() -> Instant,
-    ) -> Result<(), SystemException> {
-        if conn.queued_bytes() > self.config.max_queued_bytes {
-            self.wait_drain(conn, deadline())?;
-        }
-        self.send_now(conn, parts)
-    }
-
-    /// Waits until `conn`'s outgoing queue is under its bound, or `deadline`.
-    fn wait_drain(&self, conn: &Arc<Connection>, deadline: Instant) -> Result<(), SystemException> {
-        let p = Participant::bound();
-        lock(&conn.drain_waiters).push(p.clone());
-        // Registered first, then watched: a drain after this check raises the writable
-        // event whose flush (`after_write`) completes the waiters.
-        if !conn.watch_drain(self.config.max_queued_bytes) {
-            lock(&conn.drain_waiters).retain(|w| w.id != p.id);
-            return Ok(());
-        }
-        let exit = self.lf.run(&p, Some(deadline), self);
-        lock(&conn.drain_waiters).retain(|w| w.id != p.id);
-        match (exit, p.take()) {
-            (_, Some(Err(e))) => Err(e),
-            (_, Some(Ok(_))) | (crate::lf::Exit::Completed, None) => Ok(()),
-            (crate::lf::Exit::Shutdown, None) => Err(SystemException::shutdown()),
-            (crate::lf::Exit::TimedOut, None) => Err(SystemException::timeout(format!(
-                "outgoing queue to {} did not drain before the deadline",
-                conn.peer
-            ))),
-        }
-    }
-
     fn protocol_error(&self, conn: &Arc<Connection>, e: FrameError) {
         self.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(peer = %conn.peer, error = %e, "protocol error; closing connection");
@@ -1181,123 +867,6 @@ impl OrbInner {
             }
         }
         self.close_connection(conn, CloseCause::Protocol(e.to_string()));
-    }
-
-    /// Best-effort CloseConnection before an orderly close, in the connection's version,
-    /// where GIOP lets us send it (a client of a 1.0 or 1.1 connection only closes; see
-    /// [`Connection::may_send_close_connection`]).
-    pub(crate) fn send_close_connection(&self, conn: &Arc<Connection>) {
-        if !conn.may_send_close_connection() {
-            return;
-        }
-        let version = conn.version().unwrap_or(Version::V1_2);
-        let mut buf = BytesMut::with_capacity(12);
-        crate::giop::write_close_connection(&mut buf, version);
-        if conn.send(buf.freeze(), &self.stats, &self.reactor).is_ok() {
-            conn.flush_before_close(&self.stats, &self.reactor);
-        }
-    }
-
-    /// Closes a connection at shutdown. One that owes no reply gets CloseConnection first, so
-    /// that its peer knows nothing unanswered was processed and may resend it. One whose
-    /// upcalls still run (or whose replies are not sent yet) is closed without it, which
-    /// would tell the peer those requests were not processed and invite it to run them
-    /// twice: its callers see the connection end, COMM_FAILURE completed MAYBE, and the
-    /// replies of those upcalls go nowhere. Its socket is shut down at once (FIN); with
-    /// SO_LINGER 0, the final close, when the last upcall holding the connection ends,
-    /// resets rather than lingers.
-    pub(crate) fn close_for_shutdown(&self, conn: &Arc<Connection>) {
-        if lock(&conn.running).is_empty() && conn.dispatch.dispatching() == 0 {
-            self.send_close_connection(conn);
-        } else {
-            tracing::debug!(peer = %conn.peer, "upcalls still running at shutdown: closed without CloseConnection");
-            // Linger 0: the final close sends RST and drops what is queued.
-            let _ = rustix::net::sockopt::set_socket_linger(&conn.stream, Some(Duration::ZERO));
-        }
-        self.close_connection(conn, CloseCause::Shutdown);
-    }
-
-    /// Closes a connection once: forgets it, shuts the socket, cancels its running upcalls and
-    /// wakes every waiter on it with the exception its cause maps to.
-    pub(crate) fn close_connection(&self, conn: &Arc<Connection>, cause: CloseCause) {
-        if !conn.mark_closed() {
-            return;
-        }
-        self.reactor.deregister(&conn.stream);
-        self.reactor.remove(conn.token);
-        let _ = conn.stream.shutdown(Shutdown::Both);
-        self.stats.connections_open.fetch_sub(1, Ordering::Relaxed);
-        if conn.origin == Origin::Inbound {
-            self.housekeeping
-                .inbound_open
-                .fetch_sub(1, Ordering::Relaxed);
-        }
-        let held = conn.accounted.swap(0, Ordering::Relaxed);
-        self.stats.account_buffer(held, 0);
-        // Forget it: in the connection cache if we opened it, among the BiDir connections
-        // if the peer did.
-        match &conn.origin {
-            Origin::Outbound(host, port) => {
-                let slot = lock(&self.outbound).get(host, *port).cloned();
-                if let Some(slot) = slot {
-                    let mut s = lock(&slot);
-                    if s.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) {
-                        *s = None;
-                    }
-                }
-                lock(&self.outbound).forget_unused(host, *port);
-            }
-            Origin::Inbound => {
-                lock(&self.bidir_inbound).remove(&conn.id);
-            }
-        }
-        for ctx in lock(&conn.running).values() {
-            ctx.cancel();
-        }
-        let exc = match &cause {
-            _ if conn.is_connecting() => SystemException::transient(
-                minor::CONNECT_FAILED,
-                match &cause {
-                    CloseCause::Io(e) => format!("cannot connect to {}: {e}", conn.peer),
-                    _ => format!("connection to {} closed while connecting", conn.peer),
-                },
-            ),
-            CloseCause::PeerClosed => SystemException::new(
-                SystemExceptionKind::COMM_FAILURE,
-                minor::CLOSED_BY_PEER,
-                CompletionStatus::No,
-            )
-            .with_detail(format!(
-                "{} closed the connection (CloseConnection)",
-                conn.peer
-            )),
-            CloseCause::Shutdown => SystemException::shutdown(),
-            CloseCause::Io(e) => {
-                SystemException::comm_failure(format!("connection to {} lost: {e}", conn.peer))
-            }
-            CloseCause::Protocol(e) => SystemException::comm_failure(format!(
-                "connection to {} closed after a protocol error: {e}",
-                conn.peer
-            )),
-            CloseCause::PeerMessageError => {
-                SystemException::comm_failure(format!("{} sent MessageError", conn.peer))
-            }
-        };
-        let mut waiters = conn.mux.close();
-        waiters.extend(lock(&conn.drain_waiters).drain(..));
-        waiters.extend(conn.take_connect_waiters());
-        tracing::debug!(peer = %conn.peer, ?cause, waiters = waiters.len(), "connection closed");
-        for w in waiters {
-            self.lf.complete(&w, Err(exc.clone()), None, self);
-        }
-    }
-
-    /// Decodes an inline IOR from a LOCATION_FORWARD body.
-    pub(crate) fn forward_target(body: &crate::giop::Body) -> Result<ObjectRef, SystemException> {
-        let mut r = body.reader();
-        ObjectRef::decode(&mut r).map_err(|e| {
-            SystemException::marshal(minor::BAD_REPLY, CompletionStatus::No, e.to_string())
-        })
     }
 }
 

@@ -66,7 +66,7 @@ impl Orb {
         timeout: Option<Duration>,
     ) -> Result<Bytes, Exception> {
         let len = req.encoded_len();
-        if len >= crate::driver::SPLIT_BODY_AT {
+        if len >= crate::transport::SPLIT_BODY_AT {
             return self.invoke(target, operation, Bytes::from(req.encode_to_vec()), timeout);
         }
         self.check_request_size(len)?;
@@ -220,7 +220,7 @@ impl OrbInner {
     }
 
     /// [`call`](Self::call) whose parameter is the protobuf message `m` (of encoded length
-    /// `len`, below [`SPLIT_BODY_AT`](crate::driver::SPLIT_BODY_AT)) as an octet sequence,
+    /// `len`, below [`SPLIT_BODY_AT`](crate::transport::SPLIT_BODY_AT)) as an octet sequence,
     /// encoded straight into the request frame: no buffer of its own, no copy.
     pub(crate) fn call_message<M: prost::Message>(
         &self,
@@ -266,7 +266,7 @@ impl OrbInner {
                         ReplyStatus::LocationForward | ReplyStatus::LocationForwardPerm
                     ) && hops < MAX_HOPS =>
                 {
-                    forwarded = Some(Self::forward_target(&reply.body)?);
+                    forwarded = Some(forward_target(&reply.body)?);
                     hops += 1;
                 }
                 Err(e)
@@ -353,17 +353,17 @@ impl OrbInner {
         // Sized for the whole frame (header, contexts, inline body): growing it mid-write cost
         // more than the rest of encoding a small request (callgrind).
         let inline_body = match params.split {
-            Some(b) if b.len() < crate::driver::SPLIT_BODY_AT => b.len() + 8,
+            Some(b) if b.len() < crate::transport::SPLIT_BODY_AT => b.len() + 8,
             Some(_) => 0,
             None => params.hint,
         };
         let contexts_len: usize = contexts.iter().map(|c| c.data.len() + 12).sum();
         let hint = 64 + profile.object_key.len() + operation.len() + contexts_len + inline_body;
         let parts = match params.split {
-            Some(b) if b.len() >= crate::driver::SPLIT_BODY_AT => {
+            Some(b) if b.len() >= crate::transport::SPLIT_BODY_AT => {
                 // Large payload: write the head and length here, the octets from their own
                 // buffer (no copy into the frame).
-                crate::driver::frame_parts(
+                crate::transport::frame_parts(
                     |buf| write_request_head(buf, version, &header, |w| w.write_len(b.len())),
                     b.clone(),
                 )
@@ -593,4 +593,12 @@ impl LastConnection {
         host.clone_into(&mut self.host);
         self.conn = Arc::downgrade(conn);
     }
+}
+
+/// Decodes an inline IOR from a LOCATION_FORWARD body.
+fn forward_target(body: &crate::giop::Body) -> Result<ObjectRef, SystemException> {
+    let mut r = body.reader();
+    ObjectRef::decode(&mut r).map_err(|e| {
+        SystemException::marshal(minor::BAD_REPLY, CompletionStatus::No, e.to_string())
+    })
 }

@@ -71,6 +71,7 @@ mod servant;
 mod stats;
 mod sync;
 mod timers;
+mod transport;
 mod upcall;
 mod version;
 
