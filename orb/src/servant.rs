@@ -55,9 +55,9 @@ struct ContextInner {
 }
 
 impl Context {
-    /// A context for an upcall (built by the ORB; public so skeletons can be tested by calling
-    /// `dispatch` directly).
-    pub fn new(
+    /// A context for an upcall. The ORB builds its own with `for_upcall`; tests of a
+    /// skeleton's `dispatch` use [`for_test`](Self::for_test).
+    fn new(
         operation: impl Into<String>,
         object_key: Bytes,
         request_id: u32,
@@ -161,8 +161,9 @@ impl Context {
         self.inner.cancelled.load(Ordering::Acquire)
     }
 
-    /// Marks the request cancelled.
-    pub fn cancel(&self) {
+    /// Marks the request cancelled: the ORB's, on a CancelRequest or a close, never a
+    /// servant's (a servant that could cancel its own request would only hide its reply).
+    pub(crate) fn cancel(&self) {
         self.inner.cancelled.store(true, Ordering::Release);
     }
 }
