@@ -40,11 +40,32 @@
 //!   the same way (the role vacant, the standby armed): a caller in a request-reply loop then
 //!   leads its own next wait and reads its reply itself. With many callers waiting, a pool
 //!   thread keeps leading and hands out their replies.
+//! - A waiting caller that leads runs a request itself only if the request belongs to its own
+//!   *call chain* (a chain id that two-way requests carry, after the deadline, in our vendor
+//!   context, and that nested calls pass on, so a callback is recognised) or if no pool
+//!   thread is idle. Anything else it hands to an idle pool thread, so an unrelated slow
+//!   upcall never holds a caller's reply up (TAO bug 3531b). Opening a connection is a wait of
+//!   the same kind: the connect is non-blocking and the caller leads while it waits.
 //! - Choosing `threads` for a client: with one calling thread at a time, `threads(0)` is
 //!   the cheapest (no standby to arm and disarm around each call; about 1 µs per call on
 //!   our 2-vCPU machine); with many concurrent callers on a connection, keep pool threads (the
 //!   default), so that one of them leads while the callers sleep (about 10% more calls per
 //!   second with 32 callers). See `examples/bench/PROFILE.md`.
+//!
+//! # Where to read the code
+//!
+//! - The Leader/Followers protocol: `orb/src/lf/` (`mod.rs`; the standby and tick mode
+//!   beside it). Its `Driver` trait is all it knows of the rest.
+//! - The way of a request, on the server: `driver.rs`. The leader's loop (`lead_holding`)
+//!   reads a connection (`service`), decodes a frame and routes it (`handle_frame`); a request
+//!   becomes an `Upcall` (`upcall.rs`) that runs on this thread or an idle pool thread
+//!   (`upcall`, `dispatch`), and its reply leaves through `transport.rs` (`send_or_wait`).
+//! - The way of a reply, on the client: `invoke.rs` registers the caller in the connection's
+//!   `Mux` (`connection/mux.rs`, the only place a reply is routed) and sends; the leader's
+//!   `handle_frame` asks the `Mux` for the waiter and hands the reply over (`lf`'s
+//!   `complete`).
+//! - What both share, connecting, sending, closing: `transport.rs`; one connection's state
+//!   (read and write state machines, back-pressure): `orb/src/connection/`.
 //!
 //! # Limits
 //!
