@@ -1,0 +1,568 @@
+//! The hybrid client/server Leader/Followers pool.
+//!
+//! Every thread that touches the ORB's event loop is a *participant*: the ORB's pool threads
+//! (unbound: they only serve) and any application or servant thread waiting for a reply (bound to
+//! its request). At most one participant is the leader and drives the reactor; the others sleep
+//! as followers, each on its own condition variable (the paper's Specific Notification).
+//!
+//! | what | protected by | who may touch it |
+//! |---|---|---|
+//! | `leader`, the follower stack, the standby (`standby`, `armed`, `in_standby`, tick mode), `shutdown` | the promotion lock (`Lf::state`; `armed` is an atomic changed only under it, read without it as a hint) | any participant, briefly |
+//! | a participant's completion slot | its own mutex; written before the promotion lock is taken to notify | the leader (reply), `close`, the owner |
+//! | the reactor (`mio::Poll`) | the leader role | the leader only |
+//! | reading a socket | the leader role | the leader only |
+//! | writing a socket | the connection's write lock | anyone |
+//!
+//! A participant's states (h2-style diagram):
+//!
+//! ```text
+//!             join (no leader)                 event needs an upcall
+//!   ┌────────┐ ───────────────> ┌────────┐ ─────────────────────────> ┌────────────┐
+//!   │ Joining│                  │ Leader │   (promote a follower first)│ Processing │
+//!   └────────┘ ───────────────> └────────┘ <──────┐                    └────────────┘
+//!      │  ^     promoted          │  ^   reply/   │ cheap event              │
+//!      │  │                       │  │   accept   │ (reply hand-off)         │ upcall done:
+//!      v  │ woken (reply,         │  └───────────┘                          │ rejoin
+//!   ┌──────────┐ promotion,       │ own reply arrived / deadline / shutdown │
+//!   │ Follower │ deadline)        v   (promote a follower first)            v
+//!   └──────────┘               ┌──────┐ <─────────────────────────────  Joining
+//!                              │ Done │
+//!                              └──────┘
+//! ```
+//!
+//! Rules that keep it correct (each learnt from TAO or Ice, see ARCHITECTURE.md):
+//! - A follower is removed from the stack *before* it is signalled, and every wake-up re-checks
+//!   the state, so spurious wake-ups are harmless and no thread is woken twice.
+//! - A participant that leaves (reply, deadline, shutdown) while it is the leader promotes a
+//!   follower first, so the loop never stops while followers wait.
+//! - The leader promotes before it runs user code, not before cheap work: delivering a reply
+//!   needs no promotion.
+//! - Promotion prefers an idle unbound (pool) thread, so a waiting caller is not made leader when
+//!   a free thread could serve; when only bound threads wait, one of them leads (that is what
+//!   makes nested callbacks with one thread per process work).
+//! - A reply is stored in the waiter's slot before the promotion lock is taken to notify it, and
+//!   the waiter checks its slot under that lock before sleeping: no lost wake-up.
+//!
+//! **The standby (lazy promotion).** Promoting before every upcall costs a wake-up and a
+//! context switch per request, though in a request-reply exchange nothing usually arrives while
+//! the upcall runs. So one idle pool thread waits as the *standby*, in a poll set of its own
+//! (see `reactor`), instead of on a condition variable. A leader leaving for an upcall, with no
+//! work pending that no event would announce, leaves the role vacant and *arms* the standby: the
+//! kernel wakes it if the event loop gets an event before someone takes the role back. The
+//! upcall thread disarms once user code is done (it will lead again in a moment), and a thread
+//! that finds the role vacant takes it. Two rules keep this safe:
+//! - The standby's wake-up is not addressed to a thread, so only one thread at a time may wait
+//!   in the standby poll set (`in_standby`); otherwise a thread on its way in could swallow the
+//!   wake-up of the one just made leader, still on its way out.
+//! - A thread that exits while the role is vacant passes it on as a leaving leader would: it
+//!   may be the upcall thread that disarmed the standby, expecting to lead again.
+//! - A pool thread that, as leader, hands a caller its reply and sees no other caller waiting
+//!   *stands aside*: it leaves the role vacant with the standby armed (itself, if that place
+//!   is free). A caller in a request-reply loop comes straight back and takes the role, so it
+//!   reads its next reply itself rather than sleeping while a pool thread reads it and wakes
+//!   it; a caller about to send disarms the standby first (`caller_will_wait`), so that its
+//!   reply does not wake the standby before the caller gets to lead, and re-arms it if the
+//!   send fails (`did_not_wait`).
+//! - A thread is registered as the standby only while it is in the standby poll set; it
+//!   deregisters as soon as it is back under the promotion lock. A standby left registered
+//!   while it ran user code could be armed in vain, or made leader while it slept as a bound
+//!   follower in a nested call: a follower of itself, with every other thread asleep too.
+//!
+//! **Tick mode.** Arming and disarming are one `epoll_ctl` each, per upcall: about 0.8 µs of
+//! a 19 µs round trip on the benchmarks' VM, and in one-at-a-time request-reply traffic the
+//! armed standby is never needed. So after [`IDLE_ARMS_FOR_TICK`] arms in a row that the
+//! upcall thread disarmed itself, a pool built with a tick switches to tick mode: a leader
+//! leaving for an upcall leaves the role vacant *unarmed* and notes when (`vacant_since`),
+//! and the standby waits with the tick as its timeout instead. The rules:
+//! - Only a leader leaving for an upcall leaves the role unarmed (`promote_for_upcall`), and
+//!   only with no caller waiting for a reply: a caller leaving with its reply may not come
+//!   back soon, and another caller's reply must not wait for a tick.
+//! - A vacancy is left unarmed only while the standby is in a timed wait (`ticking`), so some
+//!   thread looks within a tick; otherwise it is armed as before. A standby that went into its
+//!   wait without a timeout (before tick mode, or after an idle tick: see below) is woken
+//!   once, by a thread that has just taken the role, so that it waits again with the tick
+//!   (`retick`).
+//! - A tick that finds the role vacant for less than half a tick waits again: the upcall is
+//!   short and its thread is about to lead. One that finds it vacant for longer takes the role
+//!   (a *takeover*, counted) and ends tick mode; so does an armed standby woken by an event.
+//!   The pool then arms before every upcall again until the next quiet run.
+//! - When user code is done (`user_code_done`, before the reply is sent, so the answer to
+//!   the reply cannot count), the upcall thread polls the event loop once without waiting
+//!   (`Driver::events_waiting`): whatever an armed standby would have been woken for. If
+//!   anything arrived, requests come in parallel and tick mode ends, so that they are not
+//!   served one upcall after another while the other pool threads sleep. That poll is one
+//!   system call where arming took two; it skips if a leader is already polling.
+//! - A standby whose tick saw no unarmed vacancy waits without a timeout next time, so an
+//!   idle ORB does not tick.
+//!
+//! The price: a request that arrives during a long upcall in tick mode waits up to about a
+//! tick (once), and a busy ORB's standby wakes once per tick
+//! ([`OrbBuilder::standby_tick`](crate::OrbBuilder::standby_tick)).
+
+use crate::sync::{lock, AtomicBool, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+mod participant;
+mod standby;
+
+pub(crate) use participant::{Completion, Participant};
+
+/// Why `Lf::run` returned.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Exit {
+    /// The participant's slot holds its completion.
+    Completed,
+    /// The deadline passed first.
+    TimedOut,
+    /// The pool is shutting down.
+    Shutdown,
+}
+
+/// What the leader's turn produced.
+pub(crate) enum Lead<U> {
+    /// Nothing that needs this thread (events handled, a wake-up, or the poll timed out).
+    Idle,
+    /// A request to run: the pool promotes a follower, then runs it on this thread.
+    Upcall(U),
+    /// This (bound) thread should let an unbound follower lead if one is idle (nested upcalls
+    /// are disabled and a request is waiting for a pool thread).
+    StepDown,
+}
+
+/// The ORB side of the pool: what a leader does.
+pub(crate) trait Driver {
+    /// Work that must run outside the leader role.
+    type Upcall;
+    /// One turn as leader: wait for events (until `deadline` at most) and handle cheap ones.
+    fn lead(&self, p: &Arc<Participant>, deadline: Option<Instant>) -> Lead<Self::Upcall>;
+    /// Runs an upcall (the caller is no longer leader).
+    fn run_upcall(&self, upcall: Self::Upcall);
+    /// A request a bound leader set aside for a pool thread (nested upcalls disabled).
+    fn take_parked(&self) -> Option<Self::Upcall> {
+        None
+    }
+    /// Whether a set-aside request waits. Checked under the promotion lock before a pool
+    /// thread sleeps: a leader parks first and then looks for an idle pool thread under that
+    /// lock, so one of the two always sees the other.
+    fn has_parked(&self) -> bool {
+        false
+    }
+    /// Interrupts the leader's wait in the reactor.
+    fn wake_leader(&self);
+    /// Whether an idle pool thread may wait as the *standby* (see [`Lf`]): in the reactor's
+    /// second poll set rather than on a condition variable.
+    fn supports_standby(&self) -> bool {
+        false
+    }
+    /// Blocks the standby until it is woken (`wake_standby`), while armed until the event
+    /// loop has events, and at most for `timeout` (the tick, in tick mode). Spurious returns
+    /// are allowed.
+    fn wait_standby(&self, _timeout: Option<Duration>) {}
+    /// Wakes the standby (it re-checks the pool state).
+    fn wake_standby(&self) {}
+    /// Arms (`true`) or disarms the standby's watch on the event loop. Called under the
+    /// promotion lock, so arming and disarming happen in the order the state says. Returns
+    /// false if arming failed (the caller then wakes the standby instead).
+    fn arm_standby(&self, _on: bool) -> bool {
+        false
+    }
+    /// Whether work is waiting that no readiness event will announce (frames already read,
+    /// requests set aside): a leader that leaves must then wake a successor, not arm one.
+    fn has_pending_work(&self) -> bool {
+        true
+    }
+    /// Looks at the event loop without waiting: whether events arrived (they stay queued for
+    /// the next [`lead`](Self::lead)). Called by an upcall thread while the role may be
+    /// vacant; false if someone else is polling (that one sees the events). Events it takes
+    /// from the poll must be announced with a leader wake-up: a thread may have taken the
+    /// role meanwhile, found nothing queued and be about to wait in the poll, where those
+    /// events would raise nothing again.
+    fn events_waiting(&self) -> bool {
+        false
+    }
+    /// Counts a promotion.
+    fn count_promotion(&self) {}
+    /// Counts a follower wake-up.
+    fn count_wakeup(&self) {}
+    /// Counts a standby that, woken by its tick, took over from a long upcall (tick mode).
+    fn count_tick_takeover(&self) {}
+}
+
+#[derive(Debug, Default)]
+struct State {
+    leader: Option<u64>,
+    /// LIFO stack of sleeping followers (top = last).
+    followers: Vec<Arc<Participant>>,
+    /// The idle pool thread waiting in the reactor's standby poll set, if any.
+    standby: Option<u64>,
+    /// A thread is inside `Driver::wait_standby` (the standby, or the one just made leader
+    /// from it and not yet out).
+    in_standby: bool,
+    /// The leader (by id) that last handed a reply to a waiting caller (see
+    /// `Lf::stand_aside`).
+    handed_reply: Option<u64>,
+    shutdown: bool,
+    /// Tick mode (see [`Lf`]): a leader leaving for an upcall leaves the role vacant without
+    /// arming the standby, which looks on a timer instead.
+    tick_mode: bool,
+    /// The standby is in a timed wait (it went in with tick mode on).
+    ticking: bool,
+    /// When the role was left vacant unarmed (tick mode), while it still is.
+    vacant_since: Option<Instant>,
+    /// Unarmed vacancies so far: a standby whose tick saw none stops ticking.
+    vacancies: u64,
+    /// Arms in a row that no event used (the upcall thread disarmed them itself).
+    idle_arms: u32,
+    /// The standby was woken to start ticking and has not returned from that wait yet.
+    retick_sent: bool,
+}
+
+/// Unused arms in a row after which the pool switches to tick mode.
+const IDLE_ARMS_FOR_TICK: u32 = 64;
+
+/// Whom a promotion must wake once the promotion lock is released.
+#[must_use]
+enum Wake {
+    Nobody,
+    Follower(Arc<Participant>),
+    Standby,
+}
+
+impl State {
+    /// Whether an idle pool thread waits: the standby or an unbound follower.
+    fn has_idle_unbound(&self) -> bool {
+        self.standby.is_some() || self.followers.iter().any(|f| f.unbound)
+    }
+
+    fn remove_follower(&mut self, id: u64) {
+        if let Some(i) = self.followers.iter().rposition(|f| f.id == id) {
+            self.followers.remove(i);
+        }
+    }
+
+    /// Gives up leadership: the most recent idle unbound follower becomes leader, else the
+    /// most recent follower, else nobody (the next participant to join leads).
+    fn promote(&mut self) -> Option<Arc<Participant>> {
+        self.leader = None;
+        let i = self
+            .followers
+            .iter()
+            .rposition(|f| f.unbound)
+            .or_else(|| self.followers.len().checked_sub(1))?;
+        let next = self.followers.remove(i);
+        self.leader = Some(next.id);
+        Some(next)
+    }
+}
+
+fn notify<D: Driver>(w: Wake, driver: &D) {
+    match w {
+        Wake::Nobody => {}
+        Wake::Follower(p) => p.cv.notify_one(),
+        Wake::Standby => driver.wake_standby(),
+    }
+}
+
+/// The pool's shared state: the promotion lock and what it protects.
+#[derive(Debug)]
+pub(crate) struct Lf {
+    state: Mutex<State>,
+    /// The standby watches the event loop: the leader role is vacant, and the first event
+    /// wakes the standby to take it. Changed only under the promotion lock (`arm`,
+    /// `disarm`); read without it only as a hint, by `user_code_done`, which runs on every
+    /// call and upcall and has nothing to do when nothing is armed.
+    armed: AtomicBool,
+    /// `State::shutdown`, readable without the promotion lock (the leader asks before
+    /// every poll). Set under the lock, after which `shutdown` wakes the leader anyway.
+    shut: AtomicBool,
+    /// The standby's tick in tick mode; `None`: the standby is always armed (no tick mode).
+    tick: Option<Duration>,
+    /// `State::vacant_since.is_some()`, readable without the promotion lock (by
+    /// `user_code_done`, on every upcall). Changed only under the lock.
+    tick_vacant: AtomicBool,
+}
+
+impl Lf {
+    /// A pool without tick mode (the tests' pool).
+    #[cfg(test)]
+    pub(crate) fn new() -> Self {
+        Self::with_tick(None)
+    }
+
+    /// A pool whose standby may switch to tick mode with this tick (`None`: never).
+    pub(crate) fn with_tick(tick: Option<Duration>) -> Self {
+        Lf {
+            state: Mutex::new(State::default()),
+            armed: AtomicBool::new(false),
+            shut: AtomicBool::new(false),
+            tick: tick.filter(|t| !t.is_zero()),
+            tick_vacant: AtomicBool::new(false),
+        }
+    }
+
+    /// Takes part in the pool until `p` completes (bound), the deadline passes, or shutdown.
+    pub(crate) fn run<D: Driver>(
+        &self,
+        p: &Arc<Participant>,
+        deadline: Option<Instant>,
+        driver: &D,
+    ) -> Exit {
+        // This thread's last standby wait was a whole tick without an unarmed vacancy: the
+        // pool is idle, so its next one has no timeout (an idle ORB does not tick).
+        let mut quiet = false;
+        loop {
+            let mut retick = false;
+            {
+                let mut st = lock(&self.state);
+                loop {
+                    st.remove_follower(p.id);
+                    let leading = st.leader == Some(p.id);
+                    let exit = if !p.unbound && p.is_complete() {
+                        Some(Exit::Completed)
+                    } else if st.shutdown {
+                        Some(Exit::Shutdown)
+                    } else if deadline.is_some_and(|d| Instant::now() >= d) {
+                        Some(Exit::TimedOut)
+                    } else {
+                        None
+                    };
+                    if let Some(exit) = exit {
+                        // A vacant role is passed on too: this thread may have left it
+                        // for an upcall (disarming the standby once done, expecting to
+                        // take it back) and now exits without leading.
+                        let next = if leading || st.leader.is_none() {
+                            self.promote_locked(&mut st, driver, true)
+                        } else {
+                            Wake::Nobody
+                        };
+                        drop(st);
+                        notify(next, driver);
+                        return exit;
+                    }
+                    if leading {
+                        break;
+                    }
+                    if st.leader.is_none() {
+                        // Back before the standby was needed: it sleeps on.
+                        self.disarm(&mut st, driver);
+                        st.leader = Some(p.id);
+                        self.clear_vacancy(&mut st);
+                        retick = self.retick(&mut st);
+                        break;
+                    }
+                    if p.unbound {
+                        // Before sleeping, a pool thread takes a request that a waiting
+                        // leader set aside for it (it would not be woken for it otherwise).
+                        drop(st);
+                        if let Some(u) = driver.take_parked() {
+                            driver.run_upcall(u);
+                        }
+                        st = lock(&self.state);
+                        if st.leader.is_none() || driver.has_parked() {
+                            continue;
+                        }
+                        // Only one thread at a time waits in the standby poll set: its
+                        // wake-up is not addressed to a thread, so a second one could
+                        // swallow the wake-up meant for the first (which was made leader
+                        // but is still on its way out).
+                        if driver.supports_standby() && !st.in_standby {
+                            st.in_standby = true;
+                            let mut reticked = false;
+                            let registered = loop {
+                                st.standby = Some(p.id);
+                                let tick = self.tick.filter(|_| st.tick_mode && !quiet);
+                                st.ticking = tick.is_some();
+                                let seen = st.vacancies;
+                                drop(st);
+                                driver.wait_standby(tick);
+                                st = lock(&self.state);
+                                st.ticking = false;
+                                reticked |= std::mem::take(&mut st.retick_sent);
+                                // Registered only while in the poll set: a standby that
+                                // stayed registered on its way back to user code could be
+                                // armed, or made leader, while no event can reach it (a
+                                // nested call it makes would then sleep as a follower of
+                                // itself). Still registered means not promoted: `standby`
+                                // is this thread's.
+                                let registered = st.standby.take().is_some();
+                                quiet = registered && tick.is_some() && st.vacancies == seen;
+                                if registered && tick.is_some() && self.young_vacancy(&st) {
+                                    // Its tick found a short upcall under way: its thread
+                                    // comes back to lead in a moment. Swapping roles with it
+                                    // would cost two more context switches; wait again.
+                                    quiet = false;
+                                    continue;
+                                }
+                                break registered;
+                            };
+                            st.in_standby = false;
+                            if registered && st.leader.is_none() {
+                                // Woken with the role vacant: by an event (armed), or by its
+                                // tick finding a long upcall (tick mode), or by a retick that
+                                // met the next (armed) upcall. It takes the role; a retick
+                                // says nothing about the upcalls, so tick mode stays.
+                                if reticked {
+                                    self.clear_vacancy(&mut st);
+                                } else {
+                                    self.woken_vacant(&mut st, driver);
+                                }
+                                driver.count_promotion();
+                            }
+                            continue;
+                        }
+                    }
+                    st.followers.push(p.clone());
+                    st = match deadline {
+                        None => p.cv.wait(st).unwrap_or_else(|e| e.into_inner()),
+                        Some(d) => {
+                            let left = d.saturating_duration_since(Instant::now());
+                            p.cv.wait_timeout(st, left)
+                                .unwrap_or_else(|e| e.into_inner())
+                                .0
+                        }
+                    };
+                }
+            }
+            if retick {
+                driver.wake_standby();
+            }
+            match driver.lead(p, deadline) {
+                Lead::Idle => {
+                    if p.unbound {
+                        self.stand_aside(p, driver);
+                    }
+                }
+                Lead::Upcall(u) => {
+                    self.step_down(p, driver);
+                    driver.run_upcall(u);
+                }
+                Lead::StepDown => {
+                    let mut st = lock(&self.state);
+                    let next = if st.leader == Some(p.id) && st.has_idle_unbound() {
+                        self.promote_locked(&mut st, driver, false)
+                    } else {
+                        Wake::Nobody
+                    };
+                    drop(st);
+                    notify(next, driver);
+                }
+            }
+        }
+    }
+
+    /// Gives up the leader role. With `lazy` and nothing pending that no event would
+    /// announce, an idle standby is armed instead of woken: it sleeps on unless an event
+    /// arrives before a participant takes the role back (the common case of a short upcall,
+    /// which then costs no wake-up and no context switch). Otherwise the standby, else the
+    /// top idle pool thread, else the top follower is made leader; the caller wakes it once
+    /// the promotion lock is released (notifying under the lock would wake it only to block
+    /// on that lock again).
+    fn promote_locked<D: Driver>(&self, st: &mut State, driver: &D, lazy: bool) -> Wake {
+        debug_assert!(
+            st.standby.is_none() || st.standby != st.leader,
+            "the leader is registered as the standby"
+        );
+        st.leader = None;
+        if st.standby.is_some() {
+            if lazy && !driver.has_pending_work() && self.arm(st, driver) {
+                return Wake::Nobody;
+            }
+            self.disarm(st, driver);
+            self.clear_vacancy(st);
+            st.leader = st.standby.take();
+            driver.count_promotion();
+            return Wake::Standby;
+        }
+        self.clear_vacancy(st);
+        match st.promote() {
+            Some(next) => {
+                driver.count_promotion();
+                Wake::Follower(next)
+            }
+            None => Wake::Nobody,
+        }
+    }
+
+    /// Gives up leadership (if `p` holds it) before running user code.
+    fn step_down<D: Driver>(&self, p: &Participant, driver: &D) {
+        let next = {
+            let mut st = lock(&self.state);
+            if st.leader == Some(p.id) {
+                self.promote_for_upcall(&mut st, driver)
+            } else {
+                Wake::Nobody
+            }
+        };
+        notify(next, driver);
+    }
+
+    /// Hands a completion to a bound participant and wakes it: its condition variable if it
+    /// sleeps as a follower, the reactor if it is the leader (unless `by` is that leader).
+    pub(crate) fn complete<D: Driver>(
+        &self,
+        q: &Participant,
+        c: Completion,
+        by: Option<u64>,
+        driver: &D,
+    ) {
+        {
+            let mut slot = lock(&q.slot);
+            if slot.is_some() {
+                return; // first completion wins (a reply racing a connection failure)
+            }
+            *slot = Some(c);
+            q.done.store(true, Ordering::Release);
+        }
+        let mut st = lock(&self.state);
+        let leading = st.leader == Some(q.id);
+        let following = !leading && st.followers.iter().any(|f| f.id == q.id);
+        if by.is_some() && by == st.leader && !leading {
+            st.handed_reply = by;
+        }
+        drop(st);
+        // Woken outside the promotion lock: the waiter re-checks its slot under the lock, and
+        // it either already waits (and gets this notification) or has not yet looked.
+        if leading {
+            if by != Some(q.id) {
+                driver.wake_leader();
+            }
+        } else if following {
+            driver.count_wakeup();
+            q.cv.notify_one();
+        }
+    }
+
+    /// Whether an idle unbound participant is waiting (a candidate for parked requests).
+    pub(crate) fn has_idle_unbound(&self) -> bool {
+        lock(&self.state).has_idle_unbound()
+    }
+
+    /// Ends the pool: every participant returns `Exit::Shutdown` (bound ones once woken).
+    pub(crate) fn shutdown<D: Driver>(&self, driver: &D) {
+        let st = {
+            let mut st = lock(&self.state);
+            st.shutdown = true;
+            self.shut.store(true, Ordering::Release);
+            std::mem::take(&mut st.followers)
+        };
+        for f in st {
+            f.cv.notify_one();
+        }
+        driver.wake_standby();
+        driver.wake_leader();
+    }
+
+    /// Whether `shutdown` was called.
+    pub(crate) fn is_shutdown(&self) -> bool {
+        self.shut.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(all(test, not(orb_loom)))]
+mod tests;
+
+#[cfg(all(test, orb_loom))]
+#[path = "loom.rs"]
+mod loom_tests;

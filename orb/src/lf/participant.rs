@@ -1,0 +1,112 @@
+//! The participant: one thread's presence in the pool, with its completion slot and the
+//! per-thread spare that lets a caller reuse it. Split from the protocol (`super`) so the
+//! protocol reads without the allocation details.
+
+use crate::exception::SystemException;
+use crate::giop::Reply;
+use crate::sync::{lock, AtomicBool, Condvar, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// How a bound participant's wait ended: its reply, `None` for a wait that needs no reply
+/// (an outgoing queue drained below its bound), or the failure that ended it.
+pub(crate) type Completion = Result<Option<Reply>, SystemException>;
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+#[cfg(not(orb_loom))]
+thread_local! {
+    /// This thread's bound participant from its last call, for its next one.
+    static SPARE: std::cell::Cell<Option<Arc<Participant>>> = const { std::cell::Cell::new(None) };
+}
+
+/// One thread's presence in the pool (for one wait).
+#[derive(Debug)]
+pub(crate) struct Participant {
+    pub(crate) id: u64,
+    /// A pool thread that only serves (no reply to wait for).
+    pub(crate) unbound: bool,
+    pub(super) cv: Condvar,
+    pub(super) slot: Mutex<Option<Completion>>,
+    /// Whether `slot` holds a completion: written under the slot's lock, read without it
+    /// (callers check it after every frame and before every sleep; a lock and an unlock are
+    /// the dearest instructions on that path).
+    pub(super) done: AtomicBool,
+    /// The request id this (bound) participant waits for, plus one; 0 for none. Only a hint
+    /// for its own thread (see [`awaits`](Self::awaits)).
+    awaited: AtomicU64,
+}
+
+impl Participant {
+    /// A participant waiting for a reply: this thread's spare one (see
+    /// [`recycle`](Self::recycle)) with a fresh id, or a new one.
+    pub(crate) fn bound() -> Arc<Self> {
+        #[cfg(not(orb_loom))]
+        if let Some(mut p) = SPARE.take() {
+            if let Some(q) = Arc::get_mut(&mut p) {
+                q.id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+                *q.slot.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
+                q.done = AtomicBool::new(false);
+                *q.awaited.get_mut() = 0;
+                return p;
+            }
+        }
+        Arc::new(Self::new(false))
+    }
+
+    /// Keeps a bound participant whose wait is over as this thread's spare, if nothing else
+    /// holds it any more (the pending map, the pool's lists and the thread that completed it
+    /// have all let go): a caller then allocates no participant per call.
+    pub(crate) fn recycle(p: Arc<Self>) {
+        #[cfg(not(orb_loom))]
+        {
+            let mut p = p;
+            if !p.unbound && Arc::get_mut(&mut p).is_some() {
+                SPARE.set(Some(p));
+            }
+        }
+        #[cfg(orb_loom)]
+        drop(p);
+    }
+
+    /// Notes the request id whose reply this participant will wait for.
+    pub(crate) fn will_await(&self, request_id: u32) {
+        self.awaited
+            .store(u64::from(request_id) + 1, Ordering::Relaxed);
+    }
+
+    /// Whether a reply with `request_id` is (probably) the one this participant waits for:
+    /// ids are per connection, so another connection's reply may match too. Only for
+    /// choices that are safe either way.
+    pub(crate) fn awaits(&self, request_id: u32) -> bool {
+        self.awaited.load(Ordering::Relaxed) == u64::from(request_id) + 1
+    }
+
+    /// A pool thread.
+    pub(crate) fn unbound() -> Arc<Self> {
+        Arc::new(Self::new(true))
+    }
+
+    fn new(unbound: bool) -> Self {
+        Participant {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            unbound,
+            cv: Condvar::new(),
+            slot: Mutex::new(None),
+            done: AtomicBool::new(false),
+            awaited: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether the reply (or a failure) has been handed to this participant.
+    pub(crate) fn is_complete(&self) -> bool {
+        self.done.load(Ordering::Acquire)
+    }
+
+    /// Takes the completion out of the slot.
+    pub(crate) fn take(&self) -> Option<Completion> {
+        let mut slot = lock(&self.slot);
+        self.done.store(false, Ordering::Release);
+        slot.take()
+    }
+}
