@@ -62,7 +62,6 @@ pub mod guide;
 mod invoke;
 mod ior;
 mod lf;
-mod mux;
 mod orb;
 mod outbuf;
 mod proxy;

@@ -1,0 +1,278 @@
+//! One multiplexed GIOP connection: read buffer and decoded-frame queue, outgoing queue,
+//! request-id allocation, the table of pending replies and the table of running upcalls.
+//!
+//! | state | protected by | who touches it |
+//! |---|---|---|
+//! | `read` (buffer, codec, decoded frames) | its mutex | the leader only (so uncontended); the socket is read only here |
+//! | `write` (outgoing queue, who writes) | the write lock, never held across a syscall | any thread sending a frame; the leader on a writable event |
+//! | `pending` (request id → waiter) | its mutex | callers (insert before sending, remove on timeout), the leader (reply), `close` |
+//! | `running` (request id → upcall context) | its mutex | upcall threads, the leader (CancelRequest) |
+//!
+//! [`ReadState`] is sans-I/O: it takes bytes and yields frames, and is tested with byte slices;
+//! so is [`OutQueue`](write::OutQueue), the outgoing side. The socket calls live in the small
+//! `read_from` and `write_queue` functions beside them.
+//!
+//! Sends combine: a thread that sends while another is writing the socket only appends its
+//! frame to the queue, and the writing thread sends it with its own in one `writev`. Under
+//! many concurrent callers on one connection this turns one syscall (and one TCP segment)
+//! per frame into one per batch, and nobody blocks on a lock held across a syscall.
+//!
+//! The leader also holds the writer role, without writing, while it hands a batch of replies
+//! to their callers ([`hold_writes`](Connection::hold_writes)): each caller it wakes sends its
+//! next request at once, and those requests leave together when the batch is done
+//! ([`release_writes`](Connection::release_writes)) instead of one `writev` each.
+//!
+//! The parts, one file each: [`read`] (the read state machine), [`write`](mod@write) (the
+//! outgoing queue and the write path, as methods of [`Connection`] too), [`backpressure`] (the
+//! dispatch and write handshakes that loom checks) and [`mux`] (the reply-routing table). This
+//! file holds the connection itself: its fields, its lifecycle and the connect handshake.
+
+mod backpressure;
+mod mux;
+mod read;
+mod write;
+
+pub(crate) use backpressure::{DispatchGate, WriteBlock};
+pub(crate) use read::{ReadError, ReadState};
+pub(crate) use write::WriteState;
+
+use crate::giop::Version;
+use crate::lf::Participant;
+use crate::servant::Context;
+use crate::sync::std_lock as lock;
+use mux::Mux;
+use std::collections::HashMap;
+use std::io;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// How a connection came to be.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// We opened it to this endpoint (host as written in the IOR, port).
+    Outbound(String, u16),
+    /// We accepted it on a listener.
+    Inbound,
+}
+
+/// Why a connection ended; decides the completion status waiters see.
+#[derive(Clone, Debug)]
+pub(crate) enum CloseCause {
+    /// The peer sent CloseConnection: owed replies were not processed (COMPLETED_NO).
+    PeerClosed,
+    /// The peer closed the socket or an I/O error happened.
+    Io(String),
+    /// The peer's bytes broke the protocol (we sent MessageError).
+    Protocol(String),
+    /// The peer sent MessageError.
+    PeerMessageError,
+    /// Our ORB shut down.
+    Shutdown,
+}
+
+/// What the write path needs of the event loop: a socket's interest in writable events,
+/// turned on while frames wait for the socket (or a drain is watched) and off again after.
+/// The reactor implements it; taking it as a trait keeps this module below the reactor
+/// (which stores connections) and lets tests count the calls.
+pub(crate) trait WriteInterest {
+    /// Watches `stream` (registered under `token`) for readable events, and for writable
+    /// ones too if `writable`.
+    fn set_writable(&self, stream: &TcpStream, token: usize, writable: bool) -> io::Result<()>;
+}
+
+/// Where a non-blocking connect stands, for a caller that wants to use the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ConnectState {
+    /// Under way: the caller was registered as a waiter.
+    Connecting,
+    /// Finished: the connection carries messages.
+    Connected,
+    /// Closed, whether or not the connect had finished.
+    Closed,
+}
+
+/// One TCP connection carrying GIOP in both directions.
+#[derive(Debug)]
+pub(crate) struct Connection {
+    /// Reactor token of this connection (slab index and generation).
+    pub(crate) token: usize,
+    /// Unique in the process (never reused): what object references that arrived over this
+    /// connection name it by (bidirectional GIOP).
+    pub(crate) id: u64,
+    pub(crate) peer: SocketAddr,
+    pub(crate) origin: Origin,
+    pub(crate) stream: TcpStream,
+    pub(crate) read: Mutex<ReadState>,
+    pub(crate) write: Mutex<WriteState>,
+    /// Our request ids and the callers waiting for their replies: the only place a reply is
+    /// routed (see [`Mux`]).
+    pub(crate) mux: Mux<Arc<Participant>>,
+    /// Request id → running upcall. The ids are the peer's, so the seed is random and the
+    /// size is bounded by the dispatch limit.
+    pub(crate) running: Mutex<HashMap<u32, Context, foldhash::fast::RandomState>>,
+    /// Endpoints the peer announced with BI_DIR_IIOP (accepted with `bidir_accept`): calls to
+    /// references that arrived over this connection and name one of them use it.
+    pub(crate) bidir_endpoints: Mutex<Vec<(String, u16)>>,
+    /// Whether we sent our BI_DIR_IIOP listen points on this (outbound) connection.
+    pub(crate) bidir_announced: AtomicBool,
+    /// Senders waiting for the outgoing queue to drain below its bound.
+    pub(crate) drain_waiters: Mutex<Vec<Arc<Participant>>>,
+    /// Callers waiting for our non-blocking connect to finish (see
+    /// [`add_connect_waiter`](Self::add_connect_waiter)).
+    connect_waiters: Mutex<Vec<Arc<Participant>>>,
+    /// Our connect has not finished yet: set before the connection is published, cleared
+    /// once (under `connect_waiters`' lock) when the handshake completes. A connection closed
+    /// while it is still set never carried a byte: its callers see TRANSIENT completed NO.
+    connecting: AtomicBool,
+    /// Upcalls from this connection that are running now, and whether the leader stopped
+    /// reading at the limit (back-pressure).
+    pub(crate) dispatch: DispatchGate,
+    /// The leader stopped reading because the outgoing queue is over its bound (the peer
+    /// does not read what we send); `after_write` resumes it.
+    pub(crate) write_block: WriteBlock,
+    closed: AtomicBool,
+    /// Bytes this connection has in read buffers, as last reported to the ORB's gauge.
+    pub(crate) accounted: AtomicUsize,
+    /// Mirror of the outgoing queue's length, updated under the write lock.
+    queued: AtomicUsize,
+    /// The GIOP minor version of the last message sent or received here
+    /// ([`NO_VERSION`] before any): what CloseConnection and MessageError are written in.
+    version: AtomicU8,
+}
+
+/// [`Connection::version`] before any message: unknown.
+const NO_VERSION: u8 = u8::MAX;
+
+impl Connection {
+    pub(crate) fn new(
+        token: usize,
+        stream: TcpStream,
+        peer: SocketAddr,
+        origin: Origin,
+        max_message_size: usize,
+    ) -> Self {
+        // Request ids: even on connections we opened, odd on ones the peer opened (the BiDir
+        // parity rule, WIRE-GIOP §5.1); omniORB starts at 2.
+        let first = match origin {
+            Origin::Outbound(..) => 2,
+            Origin::Inbound => 1,
+        };
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        Connection {
+            token,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            peer,
+            origin,
+            stream,
+            mux: Mux::new(first),
+            read: Mutex::new(ReadState::new(max_message_size)),
+            write: Mutex::new(WriteState::default()),
+            running: Mutex::new(HashMap::default()),
+            drain_waiters: Mutex::new(Vec::new()),
+            connect_waiters: Mutex::new(Vec::new()),
+            connecting: AtomicBool::new(false),
+            bidir_endpoints: Mutex::new(Vec::new()),
+            bidir_announced: AtomicBool::new(false),
+            dispatch: DispatchGate::new(),
+            write_block: WriteBlock::new(),
+            closed: AtomicBool::new(false),
+            accounted: AtomicUsize::new(0),
+            queued: AtomicUsize::new(0),
+            version: AtomicU8::new(NO_VERSION),
+        }
+    }
+
+    /// Notes the GIOP minor version of a message sent or received on this connection (a
+    /// relaxed load per call; a store only when it changes).
+    pub(crate) fn note_version(&self, minor: u8) {
+        if self.version.load(Ordering::Relaxed) != minor {
+            self.version.store(minor, Ordering::Relaxed);
+        }
+    }
+
+    /// The GIOP version the connection speaks: that of the last message sent or received on
+    /// it, `None` before any.
+    pub(crate) fn version(&self) -> Option<Version> {
+        match self.version.load(Ordering::Relaxed) {
+            NO_VERSION => None,
+            minor => Some(Version { major: 1, minor }),
+        }
+    }
+
+    /// Whether we may send CloseConnection here. A server may in every version; a client
+    /// only in GIOP 1.2, where either side may (WIRE-GIOP §2.5: in 1.0 and 1.1 it is a
+    /// server's message). Before any message the connection counts as 1.2.
+    pub(crate) fn may_send_close_connection(&self) -> bool {
+        self.origin == Origin::Inbound || self.version().is_none_or(|v| v >= Version::V1_2)
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Marks the connection closed; true for the first caller only.
+    pub(crate) fn mark_closed(&self) -> bool {
+        {
+            let mut w = lock(&self.write);
+            w.closed = true;
+            w.queue.clear();
+            self.queued.store(0, Ordering::Release);
+        }
+        !self.closed.swap(true, Ordering::AcqRel)
+    }
+
+    /// Marks a connection whose connect is under way; before it is published.
+    /// The socket must be registered for writable events too: frames sent meanwhile are
+    /// queued, and the handshake's writable event flushes them.
+    pub(crate) fn set_connecting(&self) {
+        self.connecting.store(true, Ordering::Release);
+        lock(&self.write).writable_interest = true;
+    }
+
+    /// Whether our connect has not finished yet (see `connecting`).
+    pub(crate) fn is_connecting(&self) -> bool {
+        self.connecting.load(Ordering::Acquire)
+    }
+
+    /// Registers `p` to be completed when the connect finishes or fails. Returns
+    /// `Connected` (nothing registered) if it has finished, `Closed` if the connection is
+    /// closed. Checked under the waiters' lock, which the completion and the close take too,
+    /// so no outcome can slip between the check and the registration.
+    pub(crate) fn add_connect_waiter(&self, p: &Arc<Participant>) -> ConnectState {
+        let mut w = lock(&self.connect_waiters);
+        if self.is_closed() {
+            ConnectState::Closed
+        } else if !self.is_connecting() {
+            ConnectState::Connected
+        } else {
+            w.push(p.clone());
+            ConnectState::Connecting
+        }
+    }
+
+    /// Forgets a connect waiter that stopped waiting (timed out).
+    pub(crate) fn remove_connect_waiter(&self, id: u64) {
+        lock(&self.connect_waiters).retain(|w| w.id != id);
+    }
+
+    /// The connect finished: clears `connecting` and returns the waiters to complete.
+    pub(crate) fn connected(&self) -> Vec<Arc<Participant>> {
+        let mut w = lock(&self.connect_waiters);
+        self.connecting.store(false, Ordering::Release);
+        std::mem::take(&mut *w)
+    }
+
+    /// The connect waiters, taken at close (`connecting` stays as it was: it tells the
+    /// close which exception the waiters get).
+    pub(crate) fn take_connect_waiters(&self) -> Vec<Arc<Participant>> {
+        std::mem::take(&mut *lock(&self.connect_waiters))
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(all(test, orb_loom))]
+#[path = "loom.rs"]
+mod loom_tests;

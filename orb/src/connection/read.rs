@@ -1,0 +1,254 @@
+//! The read side of a connection: [`ReadState`] turns the socket's bytes into decoded frames
+//! (sans-I/O but for `read_from`), apart from the write path and the connection it serves.
+
+use crate::giop::{Frame, FrameError, GiopCodec, Header, HEADER_LEN};
+use crate::stats::Stats;
+use bytes::{Bytes, BytesMut};
+use std::collections::VecDeque;
+use std::io::{self, Read};
+use std::sync::atomic::Ordering;
+use tokio_util::codec::Decoder;
+
+/// The sans-I/O read side: bytes in, frames out.
+#[derive(Debug)]
+pub(crate) struct ReadState {
+    pub(super) buf: BytesMut,
+    /// Small reads land here first (zeroed once, when the connection first reads) and are
+    /// appended to `buf`: zeroing a 16 KiB read window per read cost more instructions than
+    /// the rest of a small call (callgrind, examples/bench/PROFILE.md).
+    staging: Option<Box<[u8]>>,
+    /// A frame too large for the staging buffer, received in place: the bytes so far, in a
+    /// `Vec` reserved for the frame (up to `LARGE_UPFRONT` ahead), and the frame's size. std's `read_to_end` fills
+    /// the spare capacity without zeroing it first; growing `buf` with `resize` before each
+    /// read zeroed the rest of the frame (about 1 MiB of `memset` per 1 MiB body, callgrind).
+    pub(super) large: Option<(Vec<u8>, usize)>,
+    codec: GiopCodec,
+    frames: VecDeque<Frame>,
+    /// The socket may hold unread bytes (we stopped before `WouldBlock`).
+    pub(crate) maybe_readable: bool,
+    /// The reactor reported the peer's end of the stream: keep reading until EOF even after
+    /// a short read.
+    pub(crate) read_closed: bool,
+    /// Bytes read from the socket so far (the idle sweep's sign of life).
+    bytes_in: u64,
+    /// The idle sweep's last look: (bytes read, request ids used) then, and since when the
+    /// connection has looked the same.
+    pub(crate) sweep_mark: Option<((u64, u32), std::time::Instant)>,
+    /// The minor version of the last GIOP header received (see `note_header_version`).
+    version_seen: Option<u8>,
+}
+
+/// Smallest allocation for received bytes that frames are split from (as tokio's `FramedRead`
+/// reserves 8 KiB). A received frame keeps the chunk it lies in alive as long as it (or a
+/// slice of its body) lives.
+const READ_CHUNK: usize = 8 * 1024;
+/// Size of the staging buffer for small reads (and of a read when no large frame is pending).
+pub(super) const STAGING: usize = 16 * 1024;
+/// Most memory reserved for a large frame before its bytes arrive: a peer's header alone
+/// must not make us reserve `max_message_size`, on every connection.
+pub(super) const LARGE_UPFRONT: usize = 4 << 20;
+
+/// Frames decoded ahead of processing, per connection, before we stop reading the socket.
+const MAX_QUEUED_FRAMES: usize = 16;
+/// Bytes read from one socket per leader visit before letting other connections run.
+const READ_BUDGET: usize = 1 << 20;
+
+impl ReadState {
+    pub(crate) fn new(max_message_size: usize) -> Self {
+        ReadState {
+            buf: BytesMut::new(),
+            staging: None,
+            large: None,
+            codec: GiopCodec::new(max_message_size),
+            frames: VecDeque::new(),
+            maybe_readable: true,
+            read_closed: false,
+            version_seen: None,
+            bytes_in: 0,
+            sweep_mark: None,
+        }
+    }
+
+    /// Takes received bytes and decodes every complete frame in them.
+    #[cfg(test)]
+    pub(crate) fn handle_bytes(&mut self, data: &[u8]) -> Result<(), FrameError> {
+        self.buf.extend_from_slice(data);
+        self.decode_all()
+    }
+
+    fn decode_all(&mut self) -> Result<(), FrameError> {
+        loop {
+            self.note_header_version();
+            match self.codec.decode(&mut self.buf)? {
+                Some(f) => self.frames.push_back(f),
+                None => return Ok(()),
+            }
+        }
+    }
+
+    /// Records the GIOP version of the header that starts the undecoded bytes, if it is one we
+    /// speak, before the codec looks at it: so a message that fails to decode still tells
+    /// which version to answer MessageError in.
+    fn note_header_version(&mut self) {
+        if let [b'G', b'I', b'O', b'P', 1, minor @ 0..=2, ..] = self.buf[..] {
+            self.version_seen = Some(minor);
+        }
+    }
+
+    /// The GIOP minor version of the last message header the peer sent (1.0, 1.1 or 1.2).
+    pub(crate) fn version_seen(&self) -> Option<u8> {
+        self.version_seen
+    }
+
+    /// The next decoded frame.
+    #[must_use]
+    pub(crate) fn poll_frame(&mut self) -> Option<Frame> {
+        self.frames.pop_front()
+    }
+
+    /// Whether decoded frames are waiting.
+    pub(crate) fn has_frames(&self) -> bool {
+        !self.frames.is_empty()
+    }
+
+    /// The stream ended: an error if it ended inside a frame.
+    pub(crate) fn handle_eof(&mut self) -> Result<(), FrameError> {
+        if let Some((big, _)) = self.large.take() {
+            // Inside a large frame: hand the part received to the codec, which says so.
+            self.buf = BytesMut::from(&big[..]);
+        }
+        if let Some(f) = self.codec.decode_eof(&mut self.buf)? {
+            self.frames.push_back(f);
+        }
+        Ok(())
+    }
+
+    /// Bytes read from the socket so far.
+    pub(crate) fn bytes_in(&self) -> u64 {
+        self.bytes_in
+    }
+
+    /// Bytes held: undecoded input plus partial fragment chains.
+    pub(crate) fn buffered(&self) -> usize {
+        self.buf.len()
+            + self.large.as_ref().map_or(0, |(big, _)| big.len())
+            + self.codec.buffered_fragment_bytes()
+    }
+
+    /// The full size of the frame whose header starts `buf`, if the rest of it is too large
+    /// for the staging buffer (and within the size limit, which the codec enforces).
+    fn large_frame_size(&self) -> Option<usize> {
+        if self.buf.len() < HEADER_LEN {
+            return None;
+        }
+        let h = Header::decode(&self.buf[..HEADER_LEN]).ok()?;
+        let total = HEADER_LEN + h.size as usize;
+        (total > self.buf.len() + STAGING && total <= self.codec.max_message_size() + HEADER_LEN)
+            .then_some(total)
+    }
+
+    /// Reads from `io` until `WouldBlock`, the budget, or enough queued frames, decoding as it
+    /// goes. Returns `Ok(false)` on end of stream.
+    pub(crate) fn read_from(
+        &mut self,
+        mut io: impl Read,
+        stats: &Stats,
+    ) -> Result<bool, ReadError> {
+        let mut total = 0;
+        loop {
+            if self.frames.len() >= MAX_QUEUED_FRAMES || total >= READ_BUDGET {
+                self.maybe_readable = true;
+                return Ok(true);
+            }
+            if self.large.is_none() {
+                if let Some(size) = self.large_frame_size() {
+                    // Capacity for what a header claims only up to a bound: the rest is
+                    // reserved as bytes arrive (read_to_end grows it, fallibly).
+                    let mut big = Vec::with_capacity(size.min(LARGE_UPFRONT));
+                    big.extend_from_slice(&self.buf);
+                    self.buf.clear();
+                    self.large = Some((big, size));
+                }
+            }
+            let (r, want) = match &mut self.large {
+                Some((big, size)) => {
+                    let want = *size - big.len();
+                    let before = big.len();
+                    // Reads until the frame is complete, the end of the stream, or
+                    // WouldBlock; what it read stays in `big` either way.
+                    let r = (&mut io).take(want as u64).read_to_end(big);
+                    let n = big.len() - before;
+                    let r = match r {
+                        Err(e) if n > 0 && e.kind() == io::ErrorKind::WouldBlock => Ok(n),
+                        Err(e) => Err(e),
+                        Ok(_) => Ok(n),
+                    };
+                    (r, want)
+                }
+                None => {
+                    let st = self
+                        .staging
+                        .get_or_insert_with(|| vec![0; STAGING].into_boxed_slice());
+                    let r = io.read(&mut st[..]);
+                    if let Ok(n) = r {
+                        if self.buf.capacity() - self.buf.len() < n {
+                            // Frames are split off `buf` and share its allocation: reserving
+                            // a chunk makes that one allocation per many small frames, where
+                            // reserving only what arrived cost two per frame (the buffer and,
+                            // on the first split, its shared header; callgrind).
+                            self.buf.reserve(n.max(READ_CHUNK));
+                        }
+                        self.buf.extend_from_slice(&st[..n]);
+                    }
+                    (r, STAGING)
+                }
+            };
+            match r {
+                Ok(0) => {
+                    self.maybe_readable = false;
+                    return Ok(false);
+                }
+                Ok(n) => {
+                    total += n;
+                    self.bytes_in += n as u64;
+                    stats.bytes_received.fetch_add(n as u64, Ordering::Relaxed);
+                    if self
+                        .large
+                        .as_ref()
+                        .is_some_and(|(b, size)| b.len() == *size)
+                    {
+                        if let Some((big, _)) = self.large.take() {
+                            // `buf` was emptied when the large frame began. No copy.
+                            self.buf = BytesMut::from(Bytes::from(big));
+                        }
+                    }
+                    if self.large.is_none() {
+                        self.decode_all().map_err(ReadError::Frame)?;
+                    }
+                    if n < want {
+                        // A short read of a TCP socket means its receive buffer was drained;
+                        // data arriving later raises a new edge, so skip the read that would
+                        // only say WouldBlock (tokio does the same). The exception is a peer
+                        // that has closed: its FIN may have come with this edge, so read on
+                        // until EOF.
+                        self.maybe_readable = self.read_closed;
+                        return Ok(true);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.maybe_readable = false;
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(ReadError::Io(e)),
+            }
+        }
+    }
+}
+
+/// A failure while reading a connection.
+#[derive(Debug)]
+pub(crate) enum ReadError {
+    Io(io::Error),
+    Frame(FrameError),
+}

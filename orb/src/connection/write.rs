@@ -1,0 +1,395 @@
+//! The write side of a connection: [`OutQueue`] (sans-I/O), the write lock's [`WriteState`],
+//! and the write path (`send`, combining, `flush`, the held writer role) as methods of
+//! [`Connection`], apart from the read side and the connection's lifecycle.
+
+#[cfg(test)]
+use super::tests;
+use super::{Connection, WriteInterest};
+use crate::stats::Stats;
+use crate::sync::std_lock as lock;
+use bytes::{Buf, Bytes};
+use std::collections::VecDeque;
+use std::io::{self, Write};
+use std::net::TcpStream;
+use std::sync::atomic::Ordering;
+use std::sync::MutexGuard;
+
+/// Most buffers handed to one `writev`.
+const MAX_IOV: usize = 32;
+/// Memory a queued buffer costs beyond its bytes (its allocation's header and rounding, and
+/// its `Bytes` handle in the queue), charged against the outgoing queue's bound.
+pub(crate) const PART_OVERHEAD: usize = 64;
+/// Batches one sender writes for others before leaving the rest to the reactor (a writable
+/// event), so a sender's own call is not held up indefinitely by a busy connection.
+const MAX_ROUNDS: usize = 8;
+
+/// The bytes not yet written to a socket, in order: whole frames and the unwritten tail of
+/// the one in progress. Sans-I/O.
+#[derive(Debug, Default)]
+pub(crate) struct OutQueue {
+    pub(super) parts: VecDeque<Bytes>,
+    len: usize,
+}
+
+impl OutQueue {
+    /// Appends a buffer (empty ones are skipped).
+    pub(crate) fn push(&mut self, b: Bytes) {
+        if !b.is_empty() {
+            self.len += b.len();
+            self.parts.push_back(b);
+        }
+    }
+
+    /// Like [`written`](Self::written), for a batch that was written around the queue (not
+    /// taken from it): its unwritten rest goes to the front. Empty buffers are dropped first,
+    /// as [`push`](Self::push) does (`written` counts on the queue holding none).
+    pub(crate) fn put_back(&mut self, batch: &mut Vec<Bytes>, n: usize) {
+        batch.retain(|b| !b.is_empty());
+        self.len += batch.iter().map(Bytes::len).sum::<usize>();
+        self.written(batch, n);
+    }
+
+    /// Bytes queued.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// What the queue is charged against its bound: its bytes plus [`PART_OVERHEAD`] per
+    /// buffer (a flood of tiny frames costs far more memory than its bytes).
+    pub(crate) fn charge(&self) -> usize {
+        self.len + self.parts.len() * PART_OVERHEAD
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Moves up to `max` buffers from the front into `out` (for the writer to write without
+    /// the lock; their bytes still count in `len` until [`written`](Self::written)).
+    pub(crate) fn take_front(&mut self, out: &mut Vec<Bytes>, max: usize) {
+        let n = max.min(self.parts.len());
+        out.extend(self.parts.drain(..n));
+    }
+
+    /// Hands back a batch from [`take_front`](Self::take_front) of which the first `n` bytes
+    /// were written: those are dropped, the rest goes back to the front, in order. Leaves
+    /// `batch` empty.
+    pub(crate) fn written(&mut self, batch: &mut Vec<Bytes>, n: usize) {
+        let mut left = n;
+        let mut keep = 0;
+        for b in batch.iter_mut() {
+            if left >= b.len() {
+                left -= b.len();
+            } else {
+                b.advance(left);
+                left = 0;
+                keep += 1;
+            }
+        }
+        self.len -= n - left;
+        for b in batch.drain(..).rev().take(keep) {
+            self.parts.push_front(b);
+        }
+        batch.clear();
+    }
+
+    /// Replaces every queued buffer with `f` of it (the same bytes, perhaps elsewhere).
+    pub(crate) fn map_parts(&mut self, f: impl Fn(Bytes) -> Bytes) {
+        for part in self.parts.iter_mut() {
+            *part = f(std::mem::take(part));
+        }
+    }
+
+    /// Drops everything (the connection closed).
+    pub(crate) fn clear(&mut self) {
+        self.parts.clear();
+        self.len = 0;
+    }
+}
+
+/// Outgoing state, under the connection's write lock.
+#[derive(Debug, Default)]
+pub(crate) struct WriteState {
+    pub(super) queue: OutQueue,
+    /// A thread is writing the front of the queue to the socket (outside the lock); others
+    /// only append.
+    pub(super) writing: bool,
+    pub(crate) writable_interest: bool,
+    pub(super) closed: bool,
+    /// The writer's batch storage, kept between writes (no allocation per write).
+    spare: Vec<Bytes>,
+    /// Someone waits for the queue to fall under its bound (the leader, which stopped
+    /// reading the connection, or a sender): the writer that empties the queue raises a
+    /// writable event, so that the leader's flush (`after_write`) sees it.
+    drain_watched: bool,
+}
+
+impl WriteState {
+    /// [`Connection::watch_drain`] under the write lock.
+    pub(super) fn watch_drain(&mut self, max: usize) -> bool {
+        if self.closed || self.queue.charge() <= max {
+            return false;
+        }
+        self.drain_watched = true;
+        true
+    }
+
+    /// What a writer that gives up the writer role must do with the socket's interest,
+    /// `stop` being how its writing ended: `None`, the queue empty; `Some(full)`, the rest
+    /// left queued, `full` if the socket took less than offered. `Some(true)`: register for
+    /// readable and writable events (a socket that is not full raises a writable event at
+    /// once); `Some(false)`: for readable ones only; `None`: leave it. Takes the drain watch
+    /// when the queue is empty: a waiter wants to hear that it drained, and only the leader's
+    /// flush tells it, on the writable event this asks for. Sans-I/O, so that loom checks it
+    /// against a leader watching the drain (`loom_tests`).
+    pub(super) fn interest_after_write(&mut self, stop: Option<bool>) -> Option<bool> {
+        match stop {
+            None if std::mem::take(&mut self.drain_watched) && !self.closed => Some(true),
+            None if self.writable_interest && !self.closed => Some(false),
+            None => None,
+            // A full socket raises a writable event when it drains; one that is not full
+            // raises one when (re-)registered, even if the interest was on.
+            Some(full) => (!self.writable_interest || !full).then_some(true),
+        }
+    }
+}
+
+impl Connection {
+    /// If the outgoing queue is charged more than `max`, asks for a writable event once it
+    /// drains (see `WriteState::drain_watched`) and returns true; false if it is under `max`
+    /// already or the connection is closed. Checked and set under the write lock, so that no
+    /// drain can slip between the check and the watch.
+    pub(crate) fn watch_drain(&self, max: usize) -> bool {
+        lock(&self.write).watch_drain(max)
+    }
+
+    /// Sends a whole frame (see [`send_parts`](Self::send_parts)).
+    pub(crate) fn send(
+        &self,
+        frame: Bytes,
+        stats: &Stats,
+        reactor: &impl WriteInterest,
+    ) -> io::Result<()> {
+        self.send_parts([frame, Bytes::new()], stats, reactor)
+    }
+
+    /// Sends one frame given as two parts (a header and a large body that is not copied).
+    /// Frames never interleave. If another thread is writing, the frame is appended for it
+    /// to send (combining); else this thread writes the queue with vectored writes, and what
+    /// the socket does not take waits for a writable event.
+    pub(crate) fn send_parts(
+        &self,
+        parts: [Bytes; 2],
+        stats: &Stats,
+        reactor: &impl WriteInterest,
+    ) -> io::Result<()> {
+        let mut w = lock(&self.write);
+        if w.closed {
+            return Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "connection closed",
+            ));
+        }
+        if !w.writing && !w.writable_interest && w.queue.is_empty() {
+            // Nothing queued and nobody writing (a call at a time): write the frame from its
+            // own buffers, around the queue. Frames sent meanwhile queue behind it.
+            w.writing = true;
+            drop(w);
+            let r = write_vectored_some::<2>(&self.stream, &parts);
+            #[cfg(test)]
+            tests::after_direct_write();
+            let mut w = lock(&self.write);
+            let n = match r {
+                Ok(n) => n,
+                Err(e) => {
+                    w.writing = false;
+                    return Err(e);
+                }
+            };
+            stats.bytes_sent.fetch_add(n as u64, Ordering::Relaxed);
+            if w.closed {
+                w.writing = false;
+                return Ok(());
+            }
+            if n < parts[0].len() + parts[1].len() {
+                // The rest goes first, ahead of what others queued meanwhile.
+                let mut batch = std::mem::take(&mut w.spare);
+                batch.extend(parts);
+                w.queue.put_back(&mut batch, n);
+                w.spare = batch;
+                self.queued.store(w.queue.charge(), Ordering::Release);
+            }
+            if w.queue.is_empty() {
+                w.writing = false;
+                return Ok(());
+            }
+            self.write_queue(w, stats, reactor)?;
+            return Ok(());
+        }
+        let [mut head, body] = parts;
+        if w.writable_interest {
+            // Queued behind a full socket: may wait long (see `outbuf::detach`).
+            head = crate::outbuf::detach(head);
+        }
+        w.queue.push(head);
+        w.queue.push(body);
+        self.queued.store(w.queue.charge(), Ordering::Release);
+        // Another thread writing sends this frame with its own; a full socket (writable
+        // interest on) is written by the leader on the writable event.
+        if !w.writing && !w.writable_interest {
+            w.writing = true;
+            self.write_queue(w, stats, reactor)?;
+        }
+        Ok(())
+    }
+
+    /// Writes queued frames (on a writable event). Returns true when the queue is empty and
+    /// writable interest was dropped.
+    pub(crate) fn flush(&self, stats: &Stats, reactor: &impl WriteInterest) -> io::Result<bool> {
+        let mut w = lock(&self.write);
+        if w.writing || w.closed {
+            // The writing thread finishes the job (and drops the interest when done).
+            return Ok(false);
+        }
+        w.writing = true;
+        self.write_queue(w, stats, reactor)
+    }
+
+    /// Before an orderly close: lets a write in progress on another thread finish (a
+    /// non-blocking system call, or a leader's short hold of the writer role: never a wait for
+    /// the peer), then writes what is queued once, without waiting for the peer. Without it, a
+    /// frame queued behind that write (the CloseConnection) would be dropped by the close.
+    /// What the socket does not take now is lost with the close.
+    pub(crate) fn flush_before_close(&self, stats: &Stats, reactor: &impl WriteInterest) {
+        for _ in 0..100_000 {
+            let w = lock(&self.write);
+            if w.closed || w.queue.is_empty() {
+                return;
+            }
+            if !w.writing {
+                drop(w);
+                let _ = self.flush(stats, reactor);
+                return;
+            }
+            drop(w);
+            std::thread::yield_now();
+        }
+    }
+
+    /// Takes the writer role without writing: frames sent from now on are queued, and go out
+    /// at [`release_writes`](Self::release_writes). For a thread that will not block before
+    /// releasing. False (nothing held) if another thread is writing, the socket is full (its
+    /// writable event flushes) or the connection is closed.
+    pub(crate) fn hold_writes(&self) -> bool {
+        let mut w = lock(&self.write);
+        if w.writing || w.writable_interest || w.closed {
+            return false;
+        }
+        w.writing = true;
+        true
+    }
+
+    /// Gives back the role taken by [`hold_writes`](Self::hold_writes), writing what was queued
+    /// meanwhile. Returns true when the queue is empty.
+    pub(crate) fn release_writes(
+        &self,
+        stats: &Stats,
+        reactor: &impl WriteInterest,
+    ) -> io::Result<bool> {
+        let mut w = lock(&self.write);
+        if w.closed || w.queue.is_empty() {
+            w.writing = false;
+            return Ok(true);
+        }
+        self.write_queue(w, stats, reactor)
+    }
+
+    /// The writing thread's loop: takes batches off the front of the queue and writes them
+    /// without the lock, until the queue is empty, the socket is full, or `MAX_ROUNDS`; what
+    /// is left waits for a writable event. Clears `writing` before returning. Returns true
+    /// when the queue is empty.
+    fn write_queue<'a>(
+        &'a self,
+        mut w: MutexGuard<'a, WriteState>,
+        stats: &Stats,
+        reactor: &impl WriteInterest,
+    ) -> io::Result<bool> {
+        let mut batch = std::mem::take(&mut w.spare);
+        let mut rounds = 0;
+        // None: nothing left to write; Some(full): leave the rest, the socket full or not.
+        let end = loop {
+            w.queue.take_front(&mut batch, MAX_IOV);
+            let total: usize = batch.iter().map(Bytes::len).sum();
+            drop(w);
+            let r = write_vectored_some::<MAX_IOV>(&self.stream, &batch);
+            w = lock(&self.write);
+            let written = match r {
+                Ok(k) => k,
+                Err(e) => break Err(e),
+            };
+            stats
+                .bytes_sent
+                .fetch_add(written as u64, Ordering::Relaxed);
+            if w.closed {
+                break Ok(None); // the queue was cleared
+            }
+            w.queue.written(&mut batch, written);
+            self.queued.store(w.queue.charge(), Ordering::Release);
+            rounds += 1;
+            if w.queue.is_empty() {
+                break Ok(None);
+            }
+            if written < total || rounds == MAX_ROUNDS {
+                break Ok(Some(written < total));
+            }
+        };
+        batch.clear();
+        w.spare = batch;
+        w.writing = false;
+        let stop = end?;
+        if stop == Some(true) && !w.writable_interest {
+            // What is left now waits for the peer (see `outbuf::detach`).
+            w.queue.map_parts(crate::outbuf::detach);
+        }
+        // Under the write lock, so a concurrent flush cannot drop the interest we add.
+        if let Some(writable) = w.interest_after_write(stop) {
+            reactor.set_writable(&self.stream, self.token, writable)?;
+            w.writable_interest = writable;
+        }
+        Ok(stop.is_none())
+    }
+
+    /// The outgoing queue's charge (its bytes plus [`PART_OVERHEAD`] per buffer), read
+    /// without the write lock: every send checks
+    /// this, and taking the lock for it was the hottest futex under 32 concurrent callers.
+    pub(crate) fn queued_bytes(&self) -> usize {
+        self.queued.load(Ordering::Acquire)
+    }
+}
+
+/// Writes as much of `bufs` as the socket takes now, with `writev` (no copy, no allocation);
+/// `WouldBlock` is not an error. Returns the bytes written.
+/// `N` bounds the buffers taken from `bufs` (the stack array's size: 2 for one frame, `MAX_IOV`
+/// for a batch).
+fn write_vectored_some<const N: usize>(mut s: &TcpStream, bufs: &[Bytes]) -> io::Result<usize> {
+    let mut slices = [io::IoSlice::new(&[]); N];
+    for (sl, b) in slices.iter_mut().zip(bufs) {
+        *sl = io::IoSlice::new(b);
+    }
+    let mut rest = &mut slices[..bufs.len().min(N)];
+    let mut done = 0;
+    while !rest.is_empty() {
+        match s.write_vectored(rest) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "socket wrote 0")),
+            Ok(n) => {
+                done += n;
+                io::IoSlice::advance_slices(&mut rest, n);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
