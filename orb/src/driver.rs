@@ -16,7 +16,7 @@
 //! brings it back under; so what the leader queues there is bounded too, by the replies to
 //! the frames of one read.
 //!
-//! **Timers** ([`Housekeeping`]): the leader's poll timeout is the nearest of its own
+//! **Timers** (`timers.rs`): the leader's poll timeout is the nearest of its own
 //! deadline, the next idle sweep and an accept retry. The sweep (every quarter of
 //! `idle_timeout`, so not per call) closes idle connections and drops stalled partial
 //! messages; an accept that failed (out of file descriptors) is retried after a back-off,

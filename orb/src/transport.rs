@@ -249,7 +249,7 @@ impl OrbInner {
     /// outgoing queue is under its bound (a soft bound: one frame may take it over); over it,
     /// this thread first waits (as a bound Leader/Followers participant, so it can lead and
     /// flush meanwhile) until the queue drains, at most until `deadline()` (only asked then:
-    /// a clock read per reply otherwise). Never called inside [`Driver::lead`].
+    /// a clock read per reply otherwise). Never called inside [`Driver::lead`](crate::lf::Driver::lead).
     pub(crate) fn send_or_wait(
         &self,
         conn: &Arc<Connection>,
