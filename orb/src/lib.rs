@@ -55,6 +55,7 @@ pub mod cdr;
 #[doc(hidden)]
 pub mod codegen;
 mod connection;
+mod dispatch;
 mod driver;
 mod exception;
 pub mod giop;

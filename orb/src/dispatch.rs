@@ -1,0 +1,231 @@
+//! Running a request: the upcall into the servant (on whichever thread the leader or the pool
+//! chose), with its stack check, panic catching, cancellation and deadline, and the reply it
+//! sends back. The leader (`driver.rs`) decides where a request runs; this module runs it.
+
+use crate::connection::{CloseCause, Connection};
+use crate::exception::{
+    minor, CompletionStatus, Exception, SystemException, SystemExceptionKind, UserException,
+};
+use crate::giop::{
+    encode_system_exception, write_reply, Body, ReplyHeader, ReplyStatus, ServiceContextList,
+    Version,
+};
+use crate::orb::OrbInner;
+use crate::outbuf;
+use crate::servant::Context;
+use crate::sync::std_lock as lock;
+use crate::transport::{frame_parts, SPLIT_BODY_AT};
+use crate::upcall::{Serving, Upcall};
+use bytes::Bytes;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// What a reply carries.
+pub(crate) enum ReplyBody {
+    Octets(Bytes),
+    Bool(bool),
+    User(UserException),
+    System(SystemException),
+}
+
+impl OrbInner {
+    /// Runs one request on the current thread and sends its reply.
+    pub(crate) fn upcall(&self, u: Upcall) {
+        let Upcall {
+            conn,
+            version,
+            request,
+            ctx,
+            chain,
+        } = u;
+        let key = ctx.object_key();
+        let (request_id, twoway) = (
+            request.header.request_id,
+            request.header.response_expected(),
+        );
+        let deadline = ctx.deadline();
+        let span = tracing::debug_span!(
+            "upcall",
+            request_id,
+            operation = ctx.operation(),
+            object_key = %String::from_utf8_lossy(key),
+            peer = %conn.peer,
+        );
+        let _enter = span.enter();
+        let serving = Serving::enter(&conn, deadline, chain);
+        let depth = serving.depth();
+        let body = catch_unwind(AssertUnwindSafe(|| {
+            if ctx.is_cancelled() {
+                // Cancelled while it waited for a thread: the caller has given up.
+                tracing::debug!("request cancelled before it started; not dispatched");
+                return ReplyBody::System(SystemException::timeout("cancelled before dispatch"));
+            }
+            // Nested upcalls recurse on this thread's stack: refuse rather than overflow it
+            // (an overflow aborts the whole process, whatever thread it happens on).
+            if let Some(left) = stacker::remaining_stack() {
+                if left < self.config.upcall_stack_reserve {
+                    tracing::warn!(stack_left = left, depth, "upcall refused: stack low");
+                    return ReplyBody::System(crate::Orb::stack_error(left));
+                }
+            }
+            self.dispatch(request.body, key, &ctx)
+        }))
+        .unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".into());
+            tracing::error!(operation = ctx.operation(), panic = %what, "servant panicked");
+            ReplyBody::System(
+                SystemException::new(
+                    SystemExceptionKind::UNKNOWN,
+                    minor::SERVANT_PANIC,
+                    CompletionStatus::Maybe,
+                )
+                .with_detail(format!("servant panicked: {what}")),
+            )
+        });
+        drop(serving);
+        // The reply would wake the caller, whose next request would then wake the standby
+        // before this thread is back to lead: stop watching for the short rest of the way.
+        self.lf.user_code_done(self);
+        if twoway {
+            if ctx.is_cancelled() {
+                tracing::debug!("reply dropped: request was cancelled");
+            } else {
+                self.send_reply(&conn, version, request_id, body);
+            }
+            // Owed until sent: a shutdown that found it gone would send CloseConnection
+            // ahead of the reply, and the caller would run the request again.
+            lock(&conn.running).remove(&request_id);
+        }
+        drop(_enter);
+        ctx.recycle();
+        self.dispatch_finished(&conn);
+        // Only `shutdown` waits for this (and re-checks every 50 ms): no wake-up per call.
+        if self.upcalls_running.fetch_sub(1, Ordering::AcqRel) == 1
+            && self.shutting_down.load(Ordering::Acquire)
+        {
+            let (m, cv) = &self.upcalls_done;
+            let _g = lock(m);
+            cv.notify_all();
+        }
+    }
+
+    fn dispatch(&self, body: Body, key: &Bytes, ctx: &Context) -> ReplyBody {
+        let op = ctx.operation();
+        let Some(servant) = self.adapter.get(key) else {
+            return ReplyBody::System(SystemException::object_not_exist(format!(
+                "no object with key `{}`",
+                String::from_utf8_lossy(key)
+            )));
+        };
+        let marshal = |e: crate::cdr::DecodeError| {
+            ReplyBody::System(SystemException::marshal(
+                minor::BAD_PARAMETERS,
+                CompletionStatus::No,
+                format!("parameters of `{op}` do not decode: {e}"),
+            ))
+        };
+        match op {
+            "_is_a" => match body.reader().read_string() {
+                Ok(id) => ReplyBody::Bool(servant.is_a(&id)),
+                Err(e) => marshal(e),
+            },
+            "_non_existent" | "_not_existent" => ReplyBody::Bool(false),
+            "_interface" | "_get_interface" | "_implementation" => ReplyBody::System(
+                SystemException::new(SystemExceptionKind::NO_IMPLEMENT, 0, CompletionStatus::No),
+            ),
+            _ => match body.into_octets() {
+                Err(e) => marshal(e),
+                Ok(params) => match servant.dispatch(op, params, ctx) {
+                    Ok(b) => ReplyBody::Octets(b),
+                    Err(Exception::User(u)) => ReplyBody::User(u),
+                    Err(Exception::System(s)) => ReplyBody::System(s),
+                },
+            },
+        }
+    }
+
+    /// Sends an upcall's reply (not the leader: it may wait for the queue to drain, up to
+    /// `call_timeout`; a peer that does not read for that long loses its connection).
+    fn send_reply(
+        &self,
+        conn: &Arc<Connection>,
+        version: Version,
+        request_id: u32,
+        body: ReplyBody,
+    ) {
+        let parts = self.reply_parts(version, request_id, body);
+        let timeout = self.config.call_timeout;
+        if let Err(e) = self.send_or_wait(conn, parts, || Instant::now() + timeout) {
+            if e.kind == SystemExceptionKind::TIMEOUT {
+                // The peer does not read its replies: give up on it.
+                self.close_connection(conn, CloseCause::Io("peer stopped reading".into()));
+            }
+        }
+    }
+
+    /// Encodes a Reply as (head, body) parts.
+    pub(crate) fn reply_parts(
+        &self,
+        version: Version,
+        request_id: u32,
+        body: ReplyBody,
+    ) -> [Bytes; 2] {
+        let too_big = match &body {
+            ReplyBody::Octets(b) => b.len() > self.config.max_message_size,
+            ReplyBody::User(u) => u.payload.len() > self.config.max_message_size,
+            _ => false,
+        };
+        let body = if too_big {
+            ReplyBody::System(SystemException::marshal(
+                minor::MESSAGE_TOO_LARGE,
+                CompletionStatus::Yes,
+                "reply exceeds the maximum message size",
+            ))
+        } else {
+            body
+        };
+        let status = match &body {
+            ReplyBody::Octets(_) | ReplyBody::Bool(_) => ReplyStatus::NoException,
+            ReplyBody::User(_) => ReplyStatus::UserException,
+            ReplyBody::System(_) => ReplyStatus::SystemException,
+        };
+        let header = ReplyHeader {
+            request_id,
+            status,
+            service_context: ServiceContextList::default(),
+        };
+        match &body {
+            // A large result goes out from its own buffer (see `frame_parts`).
+            ReplyBody::Octets(b) if b.len() >= SPLIT_BODY_AT => frame_parts(
+                |head| write_reply(head, version, &header, |w| w.write_len(b.len())),
+                b.clone(),
+            ),
+            _ => {
+                let cap = 64
+                    + match &body {
+                        ReplyBody::Octets(b) => b.len(),
+                        ReplyBody::User(u) => u.payload.len() + u.repository_id.len(),
+                        _ => 64,
+                    };
+                let frame = outbuf::encode(cap, |buf| {
+                    write_reply(buf, version, &header, |w| match &body {
+                        ReplyBody::Octets(b) => w.write_octets(b),
+                        ReplyBody::Bool(v) => w.write_bool(*v),
+                        ReplyBody::User(u) => {
+                            w.write_string(&u.repository_id);
+                            w.write_octets(&u.payload);
+                        }
+                        ReplyBody::System(e) => encode_system_exception(e, w),
+                    })
+                });
+                [frame, Bytes::new()]
+            }
+        }
+    }
+}
