@@ -67,7 +67,7 @@ impl OrbInner {
             if let Some(left) = stacker::remaining_stack() {
                 if left < self.config.upcall_stack_reserve {
                     tracing::warn!(stack_left = left, depth, "upcall refused: stack low");
-                    return ReplyBody::System(crate::Orb::stack_error(left));
+                    return ReplyBody::System(crate::orb::Orb::stack_error(left));
                 }
             }
             self.dispatch(request.body, key, &ctx)

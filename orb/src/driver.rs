@@ -494,7 +494,7 @@ impl OrbInner {
                         let parts = self.reply_parts(
                             version,
                             id,
-                            ReplyBody::System(crate::Orb::nesting_error()),
+                            ReplyBody::System(crate::orb::Orb::nesting_error()),
                         );
                         let _ = self.send_now(conn, parts);
                     }
