@@ -100,7 +100,7 @@ impl OrbInner {
             }
             // Owed until sent: a shutdown that found it gone would send CloseConnection
             // ahead of the reply, and the caller would run the request again.
-            lock(&conn.running).remove(&request_id);
+            conn.owed.finish(request_id);
         }
         drop(_enter);
         ctx.recycle();

@@ -253,7 +253,7 @@ impl OrbInner {
                 || c.dispatch.is_paused()
                 || c.write_block.is_blocked()
                 || !c.mux.is_idle()
-                || !lock(&c.running).is_empty();
+                || !c.owed.is_empty();
             let mut rs = lock(&c.read);
             let partial = rs.buffered() > 0;
             let sign = (rs.bytes_in(), c.mux.ids_used());
@@ -527,7 +527,7 @@ impl OrbInner {
                     deadline,
                 );
                 if request.header.response_expected() {
-                    lock(&conn.running).insert(request_id, ctx.clone());
+                    conn.owed.start(request_id, ctx.clone());
                 }
                 let u = Upcall {
                     conn: conn.clone(),
@@ -558,8 +558,7 @@ impl OrbInner {
                 Handled::Upcall(u)
             }
             Message::CancelRequest { request_id } => {
-                if let Some(ctx) = lock(&conn.running).get(&request_id) {
-                    ctx.cancel();
+                if conn.owed.cancel(request_id) {
                     self.stats.upcalls_cancelled.fetch_add(1, Ordering::Relaxed);
                     tracing::debug!(request_id, "upcall cancelled by peer");
                 }

@@ -309,7 +309,7 @@ impl OrbInner {
     /// SO_LINGER 0, the final close, when the last upcall holding the connection ends,
     /// resets rather than lingers.
     pub(crate) fn close_for_shutdown(&self, conn: &Arc<Connection>) {
-        if lock(&conn.running).is_empty() && conn.dispatch.dispatching() == 0 {
+        if conn.owed.is_empty() && conn.dispatch.dispatching() == 0 {
             self.send_close_connection(conn);
         } else {
             tracing::debug!(peer = %conn.peer, "upcalls still running at shutdown: closed without CloseConnection");
@@ -353,9 +353,7 @@ impl OrbInner {
                 lock(&self.bidir_inbound).remove(&conn.id);
             }
         }
-        for ctx in lock(&conn.running).values() {
-            ctx.cancel();
-        }
+        conn.owed.cancel_all();
         let exc = match &cause {
             _ if conn.is_connecting() => SystemException::transient(
                 minor::CONNECT_FAILED,

@@ -29,19 +29,19 @@
 
 mod backpressure;
 mod mux;
+mod owed;
 mod read;
 mod write;
 
 pub(crate) use backpressure::{DispatchGate, WriteBlock};
+pub(crate) use owed::Owed;
 pub(crate) use read::{ReadError, ReadState};
 pub(crate) use write::WriteState;
 
 use crate::giop::Version;
 use crate::lf::Participant;
-use crate::servant::Context;
 use crate::sync::std_lock as lock;
 use mux::Mux;
-use std::collections::HashMap;
 use std::io;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -108,9 +108,8 @@ pub(crate) struct Connection {
     /// Our request ids and the callers waiting for their replies: the only place a reply is
     /// routed (see [`Mux`]).
     pub(crate) mux: Mux<Arc<Participant>>,
-    /// Request id → running upcall. The ids are the peer's, so the seed is random and the
-    /// size is bounded by the dispatch limit.
-    pub(crate) running: Mutex<HashMap<u32, Context, foldhash::fast::RandomState>>,
+    /// The replies this connection's peer is owed, with their running upcalls (see [`Owed`]).
+    pub(crate) owed: Owed,
     /// Endpoints the peer announced with BI_DIR_IIOP (accepted with `bidir_accept`): calls to
     /// references that arrived over this connection and name one of them use it.
     pub(crate) bidir_endpoints: Mutex<Vec<(String, u16)>>,
@@ -168,7 +167,7 @@ impl Connection {
             mux: Mux::new(first),
             read: Mutex::new(ReadState::new(max_message_size)),
             write: Mutex::new(WriteState::default()),
-            running: Mutex::new(HashMap::default()),
+            owed: Owed::default(),
             drain_waiters: Mutex::new(Vec::new()),
             connect_waiters: Mutex::new(Vec::new()),
             connecting: AtomicBool::new(false),
