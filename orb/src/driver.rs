@@ -22,7 +22,7 @@
 //! messages; an accept that failed (out of file descriptors) is retried after a back-off,
 //! since the connections left in the listen backlog raise no new readiness event.
 
-use crate::connection::{CloseCause, Connection, Origin, ReadError};
+use crate::connection::{CloseCause, Connection, Origin, ReadError, MAX_LISTEN_POINTS};
 use crate::dispatch::ReplyBody;
 use crate::exception::{minor, CompletionStatus, SystemException, SystemExceptionKind};
 use crate::giop::{
@@ -40,10 +40,6 @@ use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// How many BiDir listen points one connection may announce (each is an entry in the
-/// connection cache while the connection lives).
-pub(crate) const MAX_BIDIR_ENDPOINTS: usize = 16;
 
 // Short-lived on the stack; boxing the upcall would add an allocation per request.
 #[allow(clippy::large_enum_variant)]
@@ -618,23 +614,15 @@ impl OrbInner {
                 return;
             }
         };
-        let mut known = lock(&conn.bidir_endpoints);
-        let before = known.len();
-        for ep in points.0 {
-            if known.contains(&ep) {
-                continue;
-            }
-            // Listen points are peer input: bound what one connection can make us hold.
-            if known.len() >= MAX_BIDIR_ENDPOINTS {
-                tracing::warn!(peer = %conn.peer, "more than {MAX_BIDIR_ENDPOINTS} BiDir listen points; ignoring the rest");
-                break;
-            }
+        let offered = points.0.len();
+        let added = conn.bidir_endpoints.announce(points.0);
+        for ep in &added {
             tracing::debug!(peer = %conn.peer, host = %ep.0, port = ep.1, "bidirectional GIOP: references from this peer to this endpoint are called over its connection");
-            known.push(ep);
         }
-        let added = known.len() > before;
-        drop(known);
-        if added && !conn.is_closed() {
+        if offered > added.len() && conn.bidir_endpoints.len() >= MAX_LISTEN_POINTS {
+            tracing::warn!(peer = %conn.peer, "more than {MAX_LISTEN_POINTS} BiDir listen points; ignoring the rest");
+        }
+        if !added.is_empty() && !conn.is_closed() {
             lock(&self.bidir_inbound).insert(conn.id, conn.clone());
             if conn.is_closed() {
                 // Closed meanwhile: close_connection may have looked before the insert.
@@ -707,7 +695,7 @@ mod tests {
             let bidir = lock(&orb.inner.bidir_inbound);
             assert_eq!(bidir.len(), 1);
             let conn = bidir.values().next().unwrap();
-            assert_eq!(lock(&conn.bidir_endpoints).len(), MAX_BIDIR_ENDPOINTS);
+            assert_eq!(conn.bidir_endpoints.len(), MAX_LISTEN_POINTS);
         }
         assert_eq!(lock(&orb.inner.outbound).len(), 0);
         drop(s);

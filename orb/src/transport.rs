@@ -210,9 +210,7 @@ impl OrbInner {
         port: u16,
     ) -> Option<Arc<Connection>> {
         let conn = lock(&self.bidir_inbound).get(&arrived_over).cloned()?;
-        let announced = lock(&conn.bidir_endpoints)
-            .iter()
-            .any(|(h, p)| *p == port && h == host);
+        let announced = conn.bidir_endpoints.contains(host, port);
         (announced && !conn.is_closed()).then_some(conn)
     }
 

@@ -28,12 +28,14 @@
 //! file holds the connection itself: its fields, its lifecycle and the connect handshake.
 
 mod backpressure;
+mod listen_points;
 mod mux;
 mod owed;
 mod read;
 mod write;
 
 pub(crate) use backpressure::{DispatchGate, WriteBlock};
+pub(crate) use listen_points::{ListenPoints, MAX_LISTEN_POINTS};
 pub(crate) use owed::Owed;
 pub(crate) use read::{ReadError, ReadState};
 pub(crate) use write::WriteState;
@@ -110,9 +112,8 @@ pub(crate) struct Connection {
     pub(crate) mux: Mux<Arc<Participant>>,
     /// The replies this connection's peer is owed, with their running upcalls (see [`Owed`]).
     pub(crate) owed: Owed,
-    /// Endpoints the peer announced with BI_DIR_IIOP (accepted with `bidir_accept`): calls to
-    /// references that arrived over this connection and name one of them use it.
-    pub(crate) bidir_endpoints: Mutex<Vec<(String, u16)>>,
+    /// The BiDir listen points the peer announced (see [`ListenPoints`]).
+    pub(crate) bidir_endpoints: ListenPoints,
     /// Whether we sent our BI_DIR_IIOP listen points on this (outbound) connection.
     pub(crate) bidir_announced: AtomicBool,
     /// Senders waiting for the outgoing queue to drain below its bound.
@@ -171,7 +172,7 @@ impl Connection {
             drain_waiters: Mutex::new(Vec::new()),
             connect_waiters: Mutex::new(Vec::new()),
             connecting: AtomicBool::new(false),
-            bidir_endpoints: Mutex::new(Vec::new()),
+            bidir_endpoints: ListenPoints::default(),
             bidir_announced: AtomicBool::new(false),
             dispatch: DispatchGate::new(),
             write_block: WriteBlock::new(),
