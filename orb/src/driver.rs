@@ -26,8 +26,8 @@ use crate::connection::{CloseCause, Connection, Origin, ReadError, MAX_LISTEN_PO
 use crate::dispatch::ReplyBody;
 use crate::exception::{minor, CompletionStatus, SystemException, SystemExceptionKind};
 use crate::giop::{
-    context_id, write_locate_reply, write_message_error, BiDirListenPoints, CallChain, Deadline,
-    Frame, FrameError, LocateStatus, Message, TargetAddress, Version,
+    context_id, write_locate_reply, write_message_error, BiDirListenPoints, Deadline, Frame,
+    FrameError, LocateStatus, Message, TargetAddress, Version,
 };
 use crate::lf::{Driver, Lead, Participant};
 use crate::orb::OrbInner;
@@ -465,16 +465,12 @@ impl OrbInner {
                 if self.shutting_down.load(Ordering::Acquire) {
                     // Shutting down: no new work, so that the grace period is for the
                     // upcalls already running. Not processed, and the caller is told so.
-                    if request.header.response_expected() {
-                        let exc = SystemException::new(
-                            SystemExceptionKind::TRANSIENT,
-                            minor::SHUTTING_DOWN,
-                            CompletionStatus::No,
-                        );
-                        let id = request.header.request_id;
-                        let parts = self.reply_parts(version, id, ReplyBody::System(exc));
-                        let _ = self.send_now(conn, parts);
-                    }
+                    let exc = SystemException::new(
+                        SystemExceptionKind::TRANSIENT,
+                        minor::SHUTTING_DOWN,
+                        CompletionStatus::No,
+                    );
+                    self.refuse(conn, version, &request, exc);
                     return Handled::Done;
                 }
                 if self.config.bidir_accept && conn.origin == Origin::Inbound {
@@ -484,28 +480,18 @@ impl OrbInner {
                     }
                 }
                 if current_depth() >= self.config.max_nesting_depth {
-                    if request.header.response_expected() {
-                        // The leader's own reply: queued, never waited for.
-                        let id = request.header.request_id;
-                        let parts = self.reply_parts(
-                            version,
-                            id,
-                            ReplyBody::System(crate::orb::Orb::nesting_error()),
-                        );
-                        let _ = self.send_now(conn, parts);
-                    }
+                    self.refuse(conn, version, &request, crate::orb::Orb::nesting_error());
                     return Handled::Done;
                 }
                 self.dispatch_started(conn);
                 self.upcalls_running.fetch_add(1, Ordering::AcqRel);
                 let h = &request.header;
-                let (deadline, chain) = match h.service_context.get(context_id::DEADLINE) {
-                    Some(d) => (
-                        Deadline::from_context_data(d)
-                            .ok()
-                            .map(|d| Instant::now() + d.0),
-                        CallChain::from_deadline_data(d).map(|c| c.0),
-                    ),
+                let (deadline, chain) = match h
+                    .service_context
+                    .get(context_id::DEADLINE)
+                    .and_then(|d| Deadline::with_chain_from(d).ok())
+                {
+                    Some((d, chain)) => (Some(Instant::now() + d.0), chain.map(|c| c.0)),
                     None => (None, None),
                 };
                 let request_id = h.request_id;
@@ -628,6 +614,22 @@ impl OrbInner {
                 // Closed meanwhile: close_connection may have looked before the insert.
                 lock(&self.bidir_inbound).remove(&conn.id);
             }
+        }
+    }
+
+    /// Answers a request the leader will not run with `exc` (if it expects a reply): the
+    /// leader's own reply, queued and never waited for.
+    fn refuse(
+        &self,
+        conn: &Arc<Connection>,
+        version: Version,
+        request: &crate::giop::Request,
+        exc: SystemException,
+    ) {
+        if request.header.response_expected() {
+            let parts =
+                self.reply_parts(version, request.header.request_id, ReplyBody::System(exc));
+            let _ = self.send_now(conn, parts);
         }
     }
 

@@ -167,9 +167,16 @@ impl Deadline {
     /// Decodes from context data (an encapsulation in either byte order); what follows the
     /// budget (a [`CallChain`]) is not read.
     pub fn from_context_data(data: &[u8]) -> Result<Self, DecodeError> {
+        Self::with_chain_from(data).map(|(d, _)| d)
+    }
+
+    /// Decodes the budget and, if the context carries one, the [`CallChain`] after it: one pass
+    /// over the encapsulation for the upcall, which needs both.
+    pub fn with_chain_from(data: &[u8]) -> Result<(Self, Option<CallChain>), DecodeError> {
         let mut r = CdrReader::encapsulation(data).field("Deadline")?;
         let micros = r.read_u64().field("Deadline")?;
-        Ok(Deadline(Duration::from_micros(micros)))
+        let chain = r.read_u64().ok().map(CallChain);
+        Ok((Deadline(Duration::from_micros(micros)), chain))
     }
 }
 
@@ -202,9 +209,7 @@ impl CallChain {
 
     /// The chain in DEADLINE context data, if it carries one (a budget alone does not).
     pub fn from_deadline_data(data: &[u8]) -> Option<Self> {
-        let mut r = CdrReader::encapsulation(data).ok()?;
-        r.read_u64().ok()?;
-        r.read_u64().ok().map(CallChain)
+        Deadline::with_chain_from(data).ok()?.1
     }
 }
 
