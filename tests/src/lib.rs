@@ -127,3 +127,48 @@ pub fn payload(thread: u32, call: u32, len: usize) -> Vec<u8> {
         })
         .collect()
 }
+
+/// Why a [`timed_echo`] call failed.
+#[derive(Debug)]
+pub enum EchoFailure {
+    /// The reply was for another call.
+    WrongReply(u32),
+    /// The call raised this.
+    Exception(orb::Exception),
+}
+
+impl std::fmt::Display for EchoFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EchoFailure::WrongReply(call) => write!(f, "wrong reply {call}"),
+            EchoFailure::Exception(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// One echo call of `len` bytes tagged `(thread, call)`, timed: its latency, and whether the
+/// reply came back for this call. The unrelated clients of the hostile-peer and LF tests use
+/// it.
+pub fn timed_echo(
+    client: &EchoClient,
+    thread: u32,
+    call: u32,
+    len: usize,
+    timeout: Duration,
+) -> (Duration, Result<(), EchoFailure>) {
+    let t = Instant::now();
+    let r = client.echo_with_timeout(
+        Payload {
+            thread,
+            call,
+            data: vec![3; len],
+        },
+        timeout,
+    );
+    let r = match r {
+        Ok(p) if p.call == call => Ok(()),
+        Ok(p) => Err(EchoFailure::WrongReply(p.call)),
+        Err(e) => Err(EchoFailure::Exception(e)),
+    };
+    (t.elapsed(), r)
+}

@@ -22,7 +22,7 @@ mod hostile_common;
 use hostile_common::wait_until;
 use orb::SystemExceptionKind;
 use orb_tests::orbtest::{EchoClient, NodeClient, Payload, PingRequest};
-use orb_tests::{activate_echo, activate_node};
+use orb_tests::{activate_echo, activate_node, timed_echo};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -95,20 +95,10 @@ impl HangingEndpoint {
 fn echo_calls(client: &EchoClient, n: u32) -> (Vec<Duration>, Option<String>) {
     let mut latencies = Vec::new();
     for i in 0..n {
-        let t = Instant::now();
-        let r = client.echo_with_timeout(
-            Payload {
-                thread: 7,
-                call: i,
-                data: vec![3; 100],
-            },
-            Duration::from_secs(5),
-        );
-        latencies.push(t.elapsed());
-        match r {
-            Ok(p) if p.call == i => {}
-            Ok(p) => return (latencies, Some(format!("call {i}: wrong reply {}", p.call))),
-            Err(e) => return (latencies, Some(format!("call {i}: {e}"))),
+        let (took, r) = timed_echo(client, 7, i, 100, Duration::from_secs(5));
+        latencies.push(took);
+        if let Err(e) = r {
+            return (latencies, Some(format!("call {i}: {e}")));
         }
     }
     (latencies, None)

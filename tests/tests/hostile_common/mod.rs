@@ -8,6 +8,7 @@ use orb::giop::{
     write_locate_request, write_request, RequestHeader, ServiceContextList, TargetAddress, Version,
 };
 use orb_tests::orbtest::{EchoClient, Payload};
+use orb_tests::{timed_echo, EchoFailure};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -241,28 +242,19 @@ impl Probe {
             let mut i = 0;
             while !st.load(Ordering::Relaxed) {
                 i += 1;
-                let t = Instant::now();
-                let r = client.echo_with_timeout(
-                    Payload {
-                        thread: 1,
-                        call: i,
-                        data: vec![1; 100],
-                    },
-                    Duration::from_secs(5),
-                );
+                let (took, r) = timed_echo(&client, 1, i, 100, Duration::from_secs(5));
+                // Without `expect_ok`, an exception other than TIMEOUT is allowed (the
+                // server may be shedding this client); a wrong reply never is.
                 let r = match r {
-                    Ok(p) if p.call == i => Ok(()),
-                    Ok(p) => Err(format!("wrong reply {}", p.call)),
-                    Err(e) => {
-                        let text = format!("{e:?}");
-                        if expect_ok || text.contains("TIMEOUT") {
-                            Err(text)
-                        } else {
-                            Ok(())
-                        }
+                    Ok(()) => Ok(()),
+                    Err(EchoFailure::Exception(e))
+                        if !expect_ok && e.kind() != Some(orb::SystemExceptionKind::TIMEOUT) =>
+                    {
+                        Ok(())
                     }
+                    Err(e) => Err(e.to_string()),
                 };
-                res.lock().unwrap().push((t.elapsed(), r));
+                res.lock().unwrap().push((took, r));
                 std::thread::sleep(Duration::from_millis(5));
             }
         });
