@@ -1,11 +1,11 @@
 //! What generated code names, in one place (as `tonic::codegen`). Not a public API.
 
+pub use crate::client::proxy::ObjectProxy;
 pub use crate::exception::{
     CompletionStatus, Exception, SystemException, SystemExceptionKind, UserException,
 };
 pub use crate::ior::ObjectRef;
 pub use crate::orb::Orb;
-pub use crate::proxy::ObjectProxy;
 pub use crate::servant::{Context, Servant};
 pub use bytes::Bytes;
 pub use prost;

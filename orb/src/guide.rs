@@ -56,11 +56,11 @@
 //!
 //! - The Leader/Followers protocol: `orb/src/lf/` (`mod.rs`; the standby and tick mode
 //!   beside it). Its `Driver` trait is all it knows of the rest.
-//! - The way of a request, on the server: `driver.rs`. The leader's loop (`lead_holding`)
+//! - The way of a request, on the server: `server/leader.rs`. The leader's loop (`lead_holding`)
 //!   reads a connection (`service`), decodes a frame and routes it (`handle_frame`); a request
 //!   becomes an `Upcall` (`upcall.rs`) that runs on this thread or an idle pool thread
 //!   (`upcall`, `dispatch`), and its reply leaves through `transport.rs` (`send_or_wait`).
-//! - The way of a reply, on the client: `invoke.rs` registers the caller in the connection's
+//! - The way of a reply, on the client: `client/invoke.rs` registers the caller in the connection's
 //!   `Mux` (`connection/mux.rs`, the only place a reply is routed) and sends; the leader's
 //!   `handle_frame` asks the `Mux` for the waiter and hands the reply over (`lf`'s
 //!   `complete`).

@@ -52,22 +52,20 @@
 
 mod adapter;
 pub mod cdr;
+mod client;
 #[doc(hidden)]
 pub mod codegen;
 mod connection;
-mod dispatch;
-mod driver;
 mod exception;
 pub mod giop;
 pub mod guide;
-mod invoke;
 mod ior;
 mod lf;
 mod orb;
 mod outbuf;
-mod proxy;
 mod reactor;
 mod servant;
+mod server;
 mod stats;
 mod sync;
 mod timers;
@@ -76,11 +74,11 @@ mod upcall;
 mod version;
 
 pub use crate::orb::{Orb, OrbBuilder};
+pub use client::proxy::ObjectProxy;
 pub use exception::{
     minor, CompletionStatus, Exception, SystemException, SystemExceptionKind, UserException,
 };
 pub use ior::{IiopProfile, IorError, ObjectRef, TaggedComponent, TaggedProfile};
-pub use proxy::ObjectProxy;
 pub use servant::{Context, Servant, OBJECT_REPOSITORY_ID};
 pub use stats::OrbStats;
 

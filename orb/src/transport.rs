@@ -2,7 +2,7 @@
 //! connect the caller waits for as a Leader/Followers participant), registering and
 //! closing one (the one place a close cause becomes the exception its waiters see), sending
 //! frames without ever blocking the leader (and, for other threads, waiting for a drain),
-//! and the BiDir route of an outgoing call. `invoke` (the client) and `driver` (the
+//! and the BiDir route of an outgoing call. `client/` and `server/` (the
 //! leader and upcalls) both build on it; neither imports the other for it.
 
 use crate::connection::{CloseCause, ConnectState, Connection, Origin};

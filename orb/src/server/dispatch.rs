@@ -1,6 +1,6 @@
 //! Running a request: the upcall into the servant (on whichever thread the leader or the pool
 //! chose), with its stack check, panic catching, cancellation and deadline, and the reply it
-//! sends back. The leader (`driver.rs`) decides where a request runs; this module runs it.
+//! sends back. The leader (`server/leader.rs`) decides where a request runs; this module runs it.
 
 use crate::connection::{CloseCause, Connection};
 use crate::exception::{

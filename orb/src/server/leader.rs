@@ -1,6 +1,6 @@
 //! What the Leader/Followers leader does with the reactor: accept, read, route frames (replies
 //! to their waiters, requests to upcalls), flush queued writes, close connections, and decide
-//! which thread runs a request (`dispatch.rs` runs it).
+//! which thread runs a request (`server/dispatch.rs` runs it).
 //!
 //! Cheap work (a reply hand-off, a CancelRequest, a LocateRequest, accepting) is done in the
 //! leader role; anything that runs user code (a Request) is returned to the pool as an upcall,
@@ -23,7 +23,6 @@
 //! since the connections left in the listen backlog raise no new readiness event.
 
 use crate::connection::{CloseCause, Connection, Origin, ReadError, MAX_LISTEN_POINTS};
-use crate::dispatch::ReplyBody;
 use crate::exception::{minor, CompletionStatus, SystemException, SystemExceptionKind};
 use crate::giop::{
     context_id, write_locate_reply, write_message_error, BiDirListenPoints, Deadline, Frame,
@@ -33,6 +32,7 @@ use crate::lf::{Driver, Lead, Participant};
 use crate::orb::OrbInner;
 use crate::reactor::{Entry, Ready};
 use crate::servant::Context;
+use crate::server::dispatch::ReplyBody;
 use crate::sync::std_lock as lock;
 use crate::upcall::{current_chain, current_depth, Upcall};
 use bytes::{Bytes, BytesMut};

@@ -1,0 +1,11 @@
+//! The client side: the way of a call, and of its reply back to the caller.
+//!
+//! - [`invoke`]: a call from stub to wire and back: the connection to the target's endpoint,
+//!   the request's framing, waiting for the reply as a bound Leader/Followers participant
+//!   (leading the event loop meanwhile), deadlines, cancellation, LOCATION_FORWARD, and the
+//!   reply turned into a result or an exception. The leader that reads the reply hands it over
+//!   through the connection's `Mux` (`connection/mux.rs`).
+//! - [`proxy`]: [`ObjectProxy`](proxy::ObjectProxy), the handle generated stubs call through.
+
+pub(crate) mod invoke;
+pub(crate) mod proxy;

@@ -1,0 +1,15 @@
+//! The server side: the way of a request, in two files.
+//!
+//! - [`leader`]: what the Leader/Followers leader does with the reactor's events: accept,
+//!   read, route each frame (a Reply to its waiting caller through the connection's
+//!   [`Mux`](crate::connection), a Request to an upcall, a CancelRequest to the running upcall),
+//!   flush, close; and which thread runs a request.
+//! - [`dispatch`]: running the request: the upcall into the servant (stack check, panic
+//!   catching, cancellation, deadline) and the reply it sends back.
+//!
+//! Both are methods of [`OrbInner`](crate::orb::OrbInner), the ORB's shared state; the tables
+//! they change each have an owner type of their own below (`connection/`, `lf/`,
+//! `upcall.rs`, `adapter.rs`). The client side is `client/`.
+
+pub(crate) mod dispatch;
+pub(crate) mod leader;
