@@ -56,6 +56,7 @@ mod client;
 #[doc(hidden)]
 pub mod codegen;
 mod connection;
+mod endpoints;
 mod exception;
 pub mod giop;
 pub mod guide;

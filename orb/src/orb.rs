@@ -2,7 +2,7 @@
 //! activation, reference strings, and shutdown.
 
 use crate::adapter::Adapter;
-use crate::connection::Connection;
+use crate::endpoints::{BidirRoutes, Outbound};
 use crate::exception::{minor, CompletionStatus, SystemException, SystemExceptionKind};
 use crate::giop::DEFAULT_MAX_MESSAGE_SIZE;
 use crate::ior::ObjectRef;
@@ -12,7 +12,6 @@ use crate::servant::Servant;
 use crate::stats::{OrbStats, Stats};
 use crate::sync::std_lock as lock;
 use bytes::Bytes;
-use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -348,8 +347,8 @@ impl OrbBuilder {
             lf: Lf::with_tick(standby_tick),
             adapter: Adapter::default(),
             stats: Stats::default(),
-            outbound: Mutex::new(EndpointMap::default()),
-            bidir_inbound: Mutex::new(HashMap::new()),
+            outbound: Outbound::default(),
+            bidir_routes: BidirRoutes::default(),
             parked: crate::sync::Queue::default(),
             shutting_down: AtomicBool::new(false),
             upcalls_running: AtomicUsize::new(0),
@@ -376,66 +375,6 @@ impl OrbBuilder {
     }
 }
 
-/// The connection to one endpoint. Its lock is held only to look and to publish a
-/// connection whose (non-blocking) connect has started: never across DNS or a connect.
-pub(crate) type EndpointSlot = Arc<Mutex<Option<Arc<Connection>>>>;
-
-/// Endpoint → slot, looked up on every call without allocating a key.
-#[derive(Debug, Default)]
-pub(crate) struct EndpointMap {
-    by_port: HashMap<u16, Vec<(String, EndpointSlot)>, foldhash::fast::RandomState>,
-}
-
-impl EndpointMap {
-    /// The slot of `host:port`, if there is one.
-    pub(crate) fn get(&self, host: &str, port: u16) -> Option<&EndpointSlot> {
-        self.by_port
-            .get(&port)?
-            .iter()
-            .find(|(h, _)| h == host)
-            .map(|(_, s)| s)
-    }
-
-    /// The slot of `host:port`, created empty if needed.
-    pub(crate) fn slot(&mut self, host: &str, port: u16) -> EndpointSlot {
-        if let Some(s) = self.get(host, port) {
-            return s.clone();
-        }
-        let s: EndpointSlot = Arc::new(Mutex::new(None));
-        self.by_port
-            .entry(port)
-            .or_default()
-            .push((host.to_string(), s.clone()));
-        s
-    }
-
-    /// Drops the entry of `host:port` if it holds no connection and nobody else holds its
-    /// slot (a caller connecting right now does), so the map only keeps endpoints in use.
-    pub(crate) fn forget_unused(&mut self, host: &str, port: u16) {
-        let Some(list) = self.by_port.get_mut(&port) else {
-            return;
-        };
-        list.retain(|(h, s)| {
-            h != host
-                || Arc::strong_count(s) > 1
-                || lock(s).as_ref().is_some_and(|c| !c.is_closed())
-        });
-        if list.is_empty() {
-            self.by_port.remove(&port);
-        }
-    }
-
-    /// Endpoints held.
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.by_port.values().map(Vec::len).sum()
-    }
-
-    pub(crate) fn clear(&mut self) {
-        self.by_port.clear();
-    }
-}
-
 /// Shared state of one ORB.
 #[derive(Debug)]
 pub(crate) struct OrbInner {
@@ -446,12 +385,10 @@ pub(crate) struct OrbInner {
     pub(crate) lf: Lf,
     pub(crate) adapter: Adapter,
     pub(crate) stats: Stats,
-    /// One slot per remote endpoint; the slot's lock is held while connecting, so concurrent
-    /// callers share one connection.
-    pub(crate) outbound: Mutex<EndpointMap>,
-    /// Inbound connections whose peer announced BiDir listen points (`bidir_accept`), by
-    /// connection id: where a reference that arrived over one of them is called.
-    pub(crate) bidir_inbound: Mutex<HashMap<u64, Arc<Connection>>>,
+    /// The connections we opened, one per remote endpoint.
+    pub(crate) outbound: Outbound,
+    /// Inbound connections whose peer announced BiDir listen points (`bidir_accept`).
+    pub(crate) bidir_routes: BidirRoutes,
     /// Requests read by a bound leader while nested upcalls are disabled, waiting for a pool
     /// thread.
     pub(crate) parked: crate::sync::Queue<crate::upcall::Upcall>,
@@ -562,7 +499,9 @@ impl Orb {
 
     /// Counters: connections, requests, late replies, promotions, buffered bytes.
     pub fn stats(&self) -> OrbStats {
-        self.inner.stats.snapshot()
+        let mut s = self.inner.stats.snapshot();
+        s.bidir_listen_points = self.inner.bidir_routes.listen_points();
+        s
     }
 
     /// Joins the pool on the calling thread until [`Orb::shutdown`].
@@ -636,7 +575,7 @@ impl Orb {
                 crate::reactor::Entry::Listener(_) => {}
             }
         }
-        lock(&inner.outbound).clear();
+        inner.outbound.clear();
         // 4. Stop the pool. A pool thread stuck in an upcall past the grace period is not
         // waited for beyond a short margin (see the doc comment).
         inner.lf.shutdown(&**inner);

@@ -79,6 +79,9 @@ pub struct OrbStats {
     /// Connections closed by the idle timeout: idle ones, and ones whose partial message
     /// stalled.
     pub connections_timed_out: u64,
+    /// BiDir listen points held now, announced by peers over the connections they opened
+    /// (accepted with `bidir_accept`; at most 16 per connection, forgotten with it).
+    pub bidir_listen_points: usize,
 }
 
 impl Stats {
@@ -105,6 +108,7 @@ impl Stats {
             accept_errors: r(&self.accept_errors),
             connections_refused: r(&self.connections_refused),
             connections_timed_out: r(&self.connections_timed_out),
+            bidir_listen_points: 0,
         }
     }
 

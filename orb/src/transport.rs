@@ -209,9 +209,7 @@ impl OrbInner {
         host: &str,
         port: u16,
     ) -> Option<Arc<Connection>> {
-        let conn = lock(&self.bidir_inbound).get(&arrived_over).cloned()?;
-        let announced = conn.bidir_endpoints.contains(host, port);
-        (announced && !conn.is_closed()).then_some(conn)
+        self.bidir_routes.route(arrived_over, host, port)
     }
 
     /// Sends a whole frame on `conn` at once ([`send_now`](Self::send_now)).
@@ -338,17 +336,10 @@ impl OrbInner {
         // if the peer did.
         match &conn.origin {
             Origin::Outbound(host, port) => {
-                let slot = lock(&self.outbound).get(host, *port).cloned();
-                if let Some(slot) = slot {
-                    let mut s = lock(&slot);
-                    if s.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) {
-                        *s = None;
-                    }
-                }
-                lock(&self.outbound).forget_unused(host, *port);
+                self.outbound.closed(host, *port, conn);
             }
             Origin::Inbound => {
-                lock(&self.bidir_inbound).remove(&conn.id);
+                self.bidir_routes.forget(conn.id);
             }
         }
         conn.owed.cancel_all();

@@ -139,3 +139,49 @@ fn announced_backend_address_receives_nothing_by_default() {
 fn announced_backend_address_receives_nothing_with_bidir_accept() {
     scenario(true);
 }
+
+/// A peer announcing ever new BiDir listen points cannot make the ORB hold more than the
+/// per-connection bound, makes it open no connection, and closing its connection forgets
+/// them.
+#[test]
+fn announced_listen_points_are_bounded_and_forgotten() {
+    let orb = orb::Orb::builder()
+        .threads(1)
+        .bidir_accept(true)
+        .build()
+        .unwrap();
+    let mut s = TcpStream::connect(orb.listen_addrs()[0]).unwrap();
+    for i in 0..50u16 {
+        let points = (0..10)
+            .map(|j| ("10.0.0.1".to_string(), i * 10 + j + 1))
+            .collect();
+        let mut ctx = ServiceContextList::default();
+        ctx.0.push(BiDirListenPoints(points).to_context());
+        let header = RequestHeader {
+            request_id: u32::from(i) * 2,
+            response_flags: 0, // oneway: no replies to read
+            target: TargetAddress::Key(Bytes::from_static(b"nobody")),
+            operation: "op".into(),
+            service_context: ctx,
+        };
+        let mut buf = BytesMut::new();
+        write_request(&mut buf, Version::V1_2, &header, |w| w.write_octets(b""));
+        s.write_all(&buf).unwrap();
+    }
+    wait_until(10, "the announcements are read", || {
+        orb.stats().requests_received >= 50
+    });
+    let stats = orb.stats();
+    assert_eq!(stats.bidir_listen_points, 16, "the per-connection bound");
+    assert_eq!(stats.connections_opened, 0, "an announcement opens nothing");
+    drop(s);
+    wait_until(10, "the connection is closed", || {
+        orb.stats().connections_open == 0
+    });
+    assert_eq!(
+        orb.stats().bidir_listen_points,
+        0,
+        "forgotten with the connection"
+    );
+    orb.shutdown();
+}

