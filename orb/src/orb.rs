@@ -11,10 +11,11 @@ use crate::reactor::Reactor;
 use crate::servant::Servant;
 use crate::stats::{OrbStats, Stats};
 use crate::sync::std_lock as lock;
+use crate::upcall::Upcalls;
 use bytes::Bytes;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -349,10 +350,8 @@ impl OrbBuilder {
             stats: Stats::default(),
             outbound: Outbound::default(),
             bidir_routes: BidirRoutes::default(),
-            parked: crate::sync::Queue::default(),
+            upcalls: Upcalls::default(),
             shutting_down: AtomicBool::new(false),
-            upcalls_running: AtomicUsize::new(0),
-            upcalls_done: (Mutex::new(()), Condvar::new()),
             key_counter: AtomicU64::new(0),
             key_nonce: nonce,
             threads: Mutex::new(Vec::new()),
@@ -389,12 +388,9 @@ pub(crate) struct OrbInner {
     pub(crate) outbound: Outbound,
     /// Inbound connections whose peer announced BiDir listen points (`bidir_accept`).
     pub(crate) bidir_routes: BidirRoutes,
-    /// Requests read by a bound leader while nested upcalls are disabled, waiting for a pool
-    /// thread.
-    pub(crate) parked: crate::sync::Queue<crate::upcall::Upcall>,
+    /// Upcalls parked for a pool thread, and how many run.
+    pub(crate) upcalls: Upcalls,
     pub(crate) shutting_down: AtomicBool,
-    pub(crate) upcalls_running: AtomicUsize,
-    pub(crate) upcalls_done: (Mutex<()>, Condvar),
     key_counter: AtomicU64,
     key_nonce: u64,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -552,20 +548,8 @@ impl Orb {
         let deadline = Instant::now() + inner.config.shutdown_grace;
         let in_upcall = crate::upcall::current_depth() > 0;
         let own = usize::from(in_upcall);
-        {
-            let (m, cv) = &inner.upcalls_done;
-            let mut g = lock(m);
-            while inner.upcalls_running.load(Ordering::Acquire) > own {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    tracing::warn!("shutdown grace period over with upcalls still running");
-                    break;
-                }
-                g = cv
-                    .wait_timeout(g, left.min(Duration::from_millis(50)))
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
-            }
+        if !inner.upcalls.wait_idle(own, deadline) {
+            tracing::warn!("shutdown grace period over with upcalls still running");
         }
         // 3. Close every connection (CloseConnection only where no reply is owed); waiters
         // wake with an error.
@@ -579,7 +563,7 @@ impl Orb {
         // 4. Stop the pool. A pool thread stuck in an upcall past the grace period is not
         // waited for beyond a short margin (see the doc comment).
         inner.lf.shutdown(&**inner);
-        inner.parked.clear();
+        inner.upcalls.clear_parked();
         inner.reactor.clear_ready();
         self.join_threads_until(Some(deadline + STUCK_JOIN_MARGIN), own);
         tracing::debug!("orb shut down");
@@ -594,7 +578,7 @@ impl Orb {
         handles.retain(|h| h.thread().id() != me);
         if let Some(until) = until {
             while handles.iter().any(|h| !h.is_finished()) {
-                let stuck = self.inner.upcalls_running.load(Ordering::Acquire) > own;
+                let stuck = self.inner.upcalls.running() > own;
                 if stuck && Instant::now() >= until {
                     let left = handles.iter().filter(|h| !h.is_finished()).count();
                     tracing::warn!(

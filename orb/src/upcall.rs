@@ -7,10 +7,11 @@
 use crate::connection::{Connection, Origin};
 use crate::giop::{Request, Version};
 use crate::servant::Context;
+use crate::sync::{std_lock as lock, Queue};
 use std::cell::Cell;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 /// A request waiting for (or being run by) an upcall thread.
 #[derive(Debug)]
@@ -23,6 +24,80 @@ pub(crate) struct Upcall {
     pub(crate) ctx: Context,
     /// The call chain the request carried (see [`CallChain`](crate::giop::CallChain)), if any.
     pub(crate) chain: Option<u64>,
+}
+
+/// The ORB's upcalls: those parked for a pool thread, and how many run.
+///
+/// Invariants: `running` counts the upcalls between [`started`](Self::started) and
+/// [`finished`](Self::finished), each called once per upcall; a parked upcall is taken by one
+/// thread or dropped at shutdown, never both; once shutdown started, the last upcall to finish
+/// wakes [`wait_idle`](Self::wait_idle), and nothing else does (no wake-up per call).
+#[derive(Debug, Default)]
+pub(crate) struct Upcalls {
+    /// Requests read by a bound leader that it will not run itself (nested upcalls disabled,
+    /// or another call chain's request), waiting for a pool thread.
+    parked: Queue<Upcall>,
+    running: AtomicUsize,
+    idle: (Mutex<()>, Condvar),
+}
+
+impl Upcalls {
+    /// Leaves `u` for a pool thread.
+    pub(crate) fn park(&self, u: Upcall) {
+        self.parked.push_back(u);
+    }
+
+    /// A parked upcall, for a pool thread to run.
+    pub(crate) fn take_parked(&self) -> Option<Upcall> {
+        self.parked.pop_front()
+    }
+
+    pub(crate) fn has_parked(&self) -> bool {
+        !self.parked.is_empty()
+    }
+
+    /// Drops the parked upcalls (at shutdown, once no thread is left to run them).
+    pub(crate) fn clear_parked(&self) {
+        self.parked.clear();
+    }
+
+    /// An upcall was read and will run.
+    pub(crate) fn started(&self) {
+        self.running.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// An upcall ended; `shutting_down` says whether a `wait_idle` may be waiting.
+    pub(crate) fn finished(&self, shutting_down: impl FnOnce() -> bool) {
+        if self.running.fetch_sub(1, Ordering::AcqRel) == 1 && shutting_down() {
+            let (m, cv) = &self.idle;
+            let _g = lock(m);
+            cv.notify_all();
+        }
+    }
+
+    /// Upcalls running now.
+    pub(crate) fn running(&self) -> usize {
+        self.running.load(Ordering::Acquire)
+    }
+
+    /// Waits until at most `own` upcalls run (the caller's own, if it shuts down from one)
+    /// or `deadline` passes; false if upcalls still run then.
+    pub(crate) fn wait_idle(&self, own: usize, deadline: Instant) -> bool {
+        let (m, cv) = &self.idle;
+        let mut g = lock(m);
+        while self.running() > own {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            // Re-checked every 50 ms: `finished` notifies only once shutdown started.
+            g = cv
+                .wait_timeout(g, left.min(Duration::from_millis(50)))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        true
+    }
 }
 
 thread_local! {

@@ -13,7 +13,6 @@ use crate::giop::{
 use crate::orb::OrbInner;
 use crate::outbuf;
 use crate::servant::Context;
-use crate::sync::std_lock as lock;
 use crate::transport::{frame_parts, SPLIT_BODY_AT};
 use crate::upcall::{Serving, Upcall};
 use bytes::Bytes;
@@ -106,13 +105,8 @@ impl OrbInner {
         ctx.recycle();
         self.dispatch_finished(&conn);
         // Only `shutdown` waits for this (and re-checks every 50 ms): no wake-up per call.
-        if self.upcalls_running.fetch_sub(1, Ordering::AcqRel) == 1
-            && self.shutting_down.load(Ordering::Acquire)
-        {
-            let (m, cv) = &self.upcalls_done;
-            let _g = lock(m);
-            cv.notify_all();
-        }
+        self.upcalls
+            .finished(|| self.shutting_down.load(Ordering::Acquire));
     }
 
     fn dispatch(&self, body: Body, key: &Bytes, ctx: &Context) -> ReplyBody {

@@ -54,7 +54,7 @@ impl Driver for OrbInner {
 
     fn lead(&self, p: &Arc<Participant>, deadline: Option<Instant>) -> Lead<Upcall> {
         if p.unbound {
-            if let Some(u) = self.parked.pop_front() {
+            if let Some(u) = self.upcalls.take_parked() {
                 return Lead::Upcall(u);
             }
         }
@@ -72,11 +72,11 @@ impl Driver for OrbInner {
     }
 
     fn take_parked(&self) -> Option<Upcall> {
-        self.parked.pop_front()
+        self.upcalls.take_parked()
     }
 
     fn has_parked(&self) -> bool {
-        !self.parked.is_empty()
+        self.upcalls.has_parked()
     }
 
     fn wake_leader(&self) {
@@ -100,7 +100,7 @@ impl Driver for OrbInner {
     }
 
     fn has_pending_work(&self) -> bool {
-        self.reactor.has_ready() || !self.parked.is_empty()
+        self.reactor.has_ready() || self.upcalls.has_parked()
     }
 
     fn events_waiting(&self) -> bool {
@@ -484,7 +484,7 @@ impl OrbInner {
                     return Handled::Done;
                 }
                 self.dispatch_started(conn);
-                self.upcalls_running.fetch_add(1, Ordering::AcqRel);
+                self.upcalls.started();
                 let h = &request.header;
                 let (deadline, chain) = match h
                     .service_context
@@ -520,7 +520,7 @@ impl OrbInner {
                 };
                 if !p.unbound {
                     if !self.config.nested_upcalls {
-                        self.parked.push_back(u);
+                        self.upcalls.park(u);
                         if self.lf.has_idle_unbound() {
                             return Handled::Parked;
                         }
@@ -533,7 +533,7 @@ impl OrbInner {
                         self.stats
                             .upcalls_handed_to_pool
                             .fetch_add(1, Ordering::Relaxed);
-                        self.parked.push_back(u);
+                        self.upcalls.park(u);
                         return Handled::Parked;
                     }
                 }
