@@ -16,7 +16,7 @@
 //! brings it back under; so what the leader queues there is bounded too, by the replies to
 //! the frames of one read.
 //!
-//! **Timers** (`timers.rs`): the leader's poll timeout is the nearest of its own
+//! **Timers** (`timers.rs` holds them, `housekeeping.rs` runs them): the leader's poll timeout is the nearest of its own
 //! deadline, the next idle sweep and an accept retry. The sweep (every quarter of
 //! `idle_timeout`, so not per call) closes idle connections and drops stalled partial
 //! messages; an accept that failed (out of file descriptors) is retried after a back-off,
@@ -36,7 +36,6 @@ use crate::server::dispatch::ReplyBody;
 use crate::sync::std_lock as lock;
 use crate::upcall::{current_chain, current_depth, Upcall};
 use bytes::{Bytes, BytesMut};
-use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -198,94 +197,6 @@ impl OrbInner {
         }
     }
 
-    /// The leader's poll timeout: until its own deadline or the next timer, whichever comes
-    /// first; timers that are due run first. Reads the clock only when one of them is set.
-    fn poll_timeout(&self, deadline: Option<Instant>) -> Option<Duration> {
-        let mut due = self.housekeeping.next_due();
-        if due.is_none() && deadline.is_none() {
-            return None;
-        }
-        let now = Instant::now();
-        if due.is_some_and(|d| d <= now) {
-            self.run_timers(now);
-            due = self.housekeeping.next_due();
-        }
-        let until = match (deadline, due) {
-            (Some(a), Some(b)) => a.min(b),
-            (a, b) => a.or(b)?,
-        };
-        Some(until.saturating_duration_since(now))
-    }
-
-    /// Runs the timers that are due at `now` (leader only).
-    fn run_timers(&self, now: Instant) {
-        let hk = &self.housekeeping;
-        if hk.take_accept_retry(now) {
-            for e in self.reactor.entries() {
-                if let Entry::Listener(l) = e {
-                    self.accept_all(&l);
-                }
-            }
-        }
-        if let Some(timeout) = self.config.idle_timeout {
-            if hk.take_sweep(now, timeout) {
-                self.sweep(now, timeout);
-            }
-        }
-    }
-
-    /// Closes connections that have been idle, or whose partial message has stalled, for
-    /// `timeout` (see [`OrbBuilder::idle_timeout`](crate::OrbBuilder::idle_timeout)). A
-    /// connection counts as unchanged while it reads no byte and sends no request.
-    fn sweep(&self, now: Instant, timeout: Duration) {
-        for e in self.reactor.entries() {
-            let Entry::Conn(c) = e else { continue };
-            if c.is_closed() {
-                continue;
-            }
-            // Busy: a reply owed or awaited, upcalls, bytes to send, or reading stopped by us.
-            let busy = c.dispatch.dispatching() > 0
-                || c.queued_bytes() > 0
-                || c.dispatch.is_paused()
-                || c.write_block.is_blocked()
-                || !c.mux.is_idle()
-                || !c.owed.is_empty();
-            let mut rs = lock(&c.read);
-            let partial = rs.buffered() > 0;
-            let sign = (rs.bytes_in(), c.mux.ids_used());
-            // Only accepted connections are closed for idling: closing one of ours could race
-            // a caller that has just picked it from the cache, and fail a call that was never
-            // sent. The server at the other end closes it with CloseConnection, after which
-            // our callers resend. A stalled partial message is dropped either way.
-            let candidate = !busy && !rs.has_frames() && (partial || c.origin == Origin::Inbound);
-            let expired = match rs.sweep_mark {
-                Some((seen, since)) if candidate && seen == sign => {
-                    now.saturating_duration_since(since) >= timeout
-                }
-                _ => {
-                    rs.sweep_mark = Some((sign, now));
-                    false
-                }
-            };
-            drop(rs);
-            if !expired {
-                continue;
-            }
-            self.stats
-                .connections_timed_out
-                .fetch_add(1, Ordering::Relaxed);
-            if partial {
-                tracing::debug!(peer = %c.peer, "partial message stalled; closing connection");
-                self.close_connection(&c, CloseCause::Io("partial message stalled".into()));
-            } else {
-                tracing::debug!(peer = %c.peer, "idle connection closed");
-                // Inbound only (see above): as the server, we may always send CloseConnection.
-                self.send_close_connection(&c);
-                self.close_connection(&c, CloseCause::Io("idle timeout".into()));
-            }
-        }
-    }
-
     /// Gives back the writer role taken in [`lead_holding`](Self::lead_holding), sending what
     /// the woken callers queued meanwhile.
     fn release_writes(&self, held: &mut Option<Arc<Connection>>) {
@@ -318,47 +229,6 @@ impl OrbInner {
                     } else {
                         self.reactor.push_ready(c);
                     }
-                }
-            }
-        }
-    }
-
-    fn accept_all(&self, l: &mio::net::TcpListener) {
-        loop {
-            match l.accept() {
-                Ok((s, peer)) => {
-                    let hk = &self.housekeeping;
-                    hk.accepted();
-                    if hk.inbound_open.load(Ordering::Relaxed) >= self.config.max_connections {
-                        self.stats
-                            .connections_refused
-                            .fetch_add(1, Ordering::Relaxed);
-                        tracing::debug!(%peer, "max_connections open; connection refused");
-                        drop(s);
-                        continue;
-                    }
-                    let s = std::net::TcpStream::from(s);
-                    let _ = s.set_nodelay(true);
-                    match self.add_connection(s, peer, Origin::Inbound) {
-                        Ok(_) => {
-                            hk.inbound_open.fetch_add(1, Ordering::Relaxed);
-                            self.stats
-                                .connections_accepted
-                                .fetch_add(1, Ordering::Relaxed);
-                        }
-                        Err(e) => tracing::warn!(%peer, error = %e, "cannot register connection"),
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    // EMFILE and friends. The connections left in the backlog raise no new
-                    // readiness event, so retry after a back-off (the leader's poll timeout).
-                    self.stats.accept_errors.fetch_add(1, Ordering::Relaxed);
-                    let ms = self.housekeeping.accept_failed();
-                    tracing::warn!(error = %e, retry_ms = ms, "accept failed");
-                    self.reactor.wake();
-                    return;
                 }
             }
         }

@@ -7,9 +7,13 @@
 //! - [`dispatch`]: running the request: the upcall into the servant (stack check, panic
 //!   catching, cancellation, deadline) and the reply it sends back.
 //!
+//! Beside them, [`housekeeping`]: what the leader does apart from messages (accepting, the idle
+//! sweep, the accept retry).
+//!
 //! Both are methods of [`OrbInner`](crate::orb::OrbInner), the ORB's shared state; the tables
 //! they change each have an owner type of their own below (`connection/`, `lf/`,
 //! `upcall.rs`, `adapter.rs`). The client side is `client/`.
 
 pub(crate) mod dispatch;
+mod housekeeping;
 pub(crate) mod leader;
