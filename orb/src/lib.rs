@@ -55,6 +55,7 @@ pub mod cdr;
 mod client;
 #[doc(hidden)]
 pub mod codegen;
+mod config;
 mod connection;
 mod endpoints;
 mod exception;

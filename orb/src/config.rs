@@ -1,0 +1,54 @@
+//! The ORB's configuration as [`OrbBuilder`](crate::OrbBuilder) sets it, with its defaults:
+//! plain data, read by every layer, changed by none after the build.
+
+use crate::giop::DEFAULT_MAX_MESSAGE_SIZE;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Configuration, fixed at build time.
+#[derive(Clone, Debug)]
+pub(crate) struct Config {
+    pub(crate) listen: Vec<SocketAddr>,
+    pub(crate) host: Option<String>,
+    pub(crate) threads: usize,
+    pub(crate) call_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) max_message_size: usize,
+    pub(crate) max_dispatches_per_connection: usize,
+    pub(crate) max_nesting_depth: usize,
+    pub(crate) upcall_stack_reserve: usize,
+    pub(crate) nested_upcalls: bool,
+    pub(crate) shutdown_grace: Duration,
+    pub(crate) thread_stack_size: usize,
+    pub(crate) max_queued_bytes: usize,
+    pub(crate) bidir: bool,
+    pub(crate) bidir_accept: bool,
+    pub(crate) standby_tick: Option<Duration>,
+    pub(crate) max_connections: usize,
+    pub(crate) idle_timeout: Option<Duration>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: vec![SocketAddr::from(([127, 0, 0, 1], 0))],
+            host: None,
+            threads: 2,
+            call_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+            max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+            max_dispatches_per_connection: 64,
+            max_nesting_depth: 1024,
+            upcall_stack_reserve: 256 << 10,
+            nested_upcalls: true,
+            shutdown_grace: Duration::from_secs(5),
+            thread_stack_size: 64 << 20,
+            max_queued_bytes: 4 << 20,
+            bidir: true,
+            bidir_accept: false,
+            standby_tick: Some(Duration::from_millis(10)),
+            max_connections: 1024,
+            idle_timeout: Some(Duration::from_secs(60)),
+        }
+    }
+}
