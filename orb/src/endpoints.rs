@@ -1,13 +1,13 @@
 //! Where the ORB finds a connection to call over: the connections it opened, one per remote
 //! endpoint ([`Outbound`]), and the inbound connections whose peers announced BiDir listen
 //! points ([`BidirRoutes`]). Each table has its lock inside and is changed only through its
-//! methods; the connection cache of a calling thread (`client/invoke.rs`) sits in front of
-//! `Outbound`.
+//! methods. In front of `Outbound`, each calling thread caches the connection of its last call
+//! ([`last_connection`]).
 
 use crate::connection::Connection;
 use crate::sync::std_lock as lock;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 /// The connection to one endpoint. Its lock is held only to look and to publish a
 /// connection whose (non-blocking) connect has started: never across DNS or a connect.
@@ -136,6 +136,54 @@ impl BidirRoutes {
             .map(|c| c.bidir_endpoints.len())
             .sum()
     }
+}
+
+thread_local! {
+    /// The connection of this thread's last call: a caller in a loop calls the same endpoint,
+    /// and finding it here skips the endpoint map's lock, hash and the slot's lock (callgrind:
+    /// ~150 instructions per call).
+    static LAST_CONNECTION: std::cell::RefCell<LastConnection> = const {
+        std::cell::RefCell::new(LastConnection { orb: 0, port: 0, host: String::new(), conn: Weak::new() })
+    };
+}
+
+/// One thread's cached endpoint → connection. Weak: a cache must not keep a closed
+/// connection's socket open, nor an ORB's connection alive after the ORB.
+struct LastConnection {
+    orb: u64,
+    port: u16,
+    host: String,
+    conn: Weak<Connection>,
+}
+
+impl LastConnection {
+    /// The cached connection, if it is `orb`'s to `host:port` and still open.
+    fn find(&self, orb: u64, host: &str, port: u16) -> Option<Arc<Connection>> {
+        if self.orb != orb || self.port != port || self.host != host {
+            return None;
+        }
+        self.conn.upgrade().filter(|c| !c.is_closed())
+    }
+
+    fn remember(&mut self, orb: u64, host: &str, port: u16, conn: &Arc<Connection>) {
+        self.orb = orb;
+        self.port = port;
+        host.clone_into(&mut self.host);
+        self.conn = Arc::downgrade(conn);
+    }
+}
+
+/// The connection of this thread's last call, if it was `orb`'s to `host:port` and is still
+/// open.
+#[inline]
+pub(crate) fn last_connection(orb: u64, host: &str, port: u16) -> Option<Arc<Connection>> {
+    LAST_CONNECTION.with_borrow(|last| last.find(orb, host, port))
+}
+
+/// Notes `conn` as the connection of this thread's last call, to `orb`'s `host:port`.
+#[inline]
+pub(crate) fn remember_connection(orb: u64, host: &str, port: u16, conn: &Arc<Connection>) {
+    LAST_CONNECTION.with_borrow_mut(|last| last.remember(orb, host, port, conn));
 }
 
 #[cfg(all(test, not(orb_loom)))]

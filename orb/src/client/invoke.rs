@@ -22,7 +22,7 @@ use crate::upcall::{current_chain, inherited_deadline};
 use bytes::{Bytes, BytesMut};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What a call sends as its parameters.
@@ -452,7 +452,7 @@ impl OrbInner {
         port: u16,
         deadline: Instant,
     ) -> Result<Arc<Connection>, SystemException> {
-        if let Some(c) = LAST_CONNECTION.with_borrow(|last| last.find(self.id, host, port)) {
+        if let Some(c) = crate::endpoints::last_connection(self.id, host, port) {
             return Ok(c);
         }
         let slot = self.outbound.slot(host, port);
@@ -463,7 +463,7 @@ impl OrbInner {
         };
         drop(slot);
         match &result {
-            Ok(c) => LAST_CONNECTION.with_borrow_mut(|last| last.remember(self.id, host, port, c)),
+            Ok(c) => crate::endpoints::remember_connection(self.id, host, port, c),
             // Do not keep an entry per unreachable endpoint (references arrive from peers).
             Err(_) => self.outbound.forget_unused(host, port),
         }
@@ -558,41 +558,6 @@ impl OrbInner {
             .with_detail(detail));
         }
         Err(SystemException::transient(minor::CONNECT_FAILED, detail))
-    }
-}
-
-thread_local! {
-    /// The connection of this thread's last call: a caller in a loop calls the same endpoint,
-    /// and finding it here skips the endpoint map's lock, hash and the slot's lock (callgrind:
-    /// ~150 instructions per call).
-    static LAST_CONNECTION: std::cell::RefCell<LastConnection> = const {
-        std::cell::RefCell::new(LastConnection { orb: 0, port: 0, host: String::new(), conn: Weak::new() })
-    };
-}
-
-/// One thread's cached endpoint → connection. Weak: a cache must not keep a closed
-/// connection's socket open, nor an ORB's connection alive after the ORB.
-struct LastConnection {
-    orb: u64,
-    port: u16,
-    host: String,
-    conn: Weak<Connection>,
-}
-
-impl LastConnection {
-    /// The cached connection, if it is `orb`'s to `host:port` and still open.
-    fn find(&self, orb: u64, host: &str, port: u16) -> Option<Arc<Connection>> {
-        if self.orb != orb || self.port != port || self.host != host {
-            return None;
-        }
-        self.conn.upgrade().filter(|c| !c.is_closed())
-    }
-
-    fn remember(&mut self, orb: u64, host: &str, port: u16, conn: &Arc<Connection>) {
-        self.orb = orb;
-        self.port = port;
-        host.clone_into(&mut self.host);
-        self.conn = Arc::downgrade(conn);
     }
 }
 
