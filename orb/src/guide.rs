@@ -64,8 +64,14 @@
 //!   `Mux` (`connection/mux.rs`, the only place a reply is routed) and sends; the leader's
 //!   `handle_frame` asks the `Mux` for the waiter and hands the reply over (`lf`'s
 //!   `complete`).
-//! - What both share, connecting, sending, closing: `transport.rs`; one connection's state
-//!   (read and write state machines, back-pressure): `orb/src/connection/`.
+//! - What both share, connecting, sending, closing: `transport.rs`; where a call goes (the
+//!   connection per endpoint, BiDir routes, a thread's cached connection): `endpoints.rs`; one
+//!   connection's state (read and write state machines, back-pressure, replies owed):
+//!   `orb/src/connection/`.
+//! - Every table has one owner type whose methods keep its invariants, written on the type:
+//!   `Mux` (request ids and waiters), `Owed` (replies owed, running upcalls), `ListenPoints`,
+//!   `Outbound`, `BidirRoutes`, `Upcalls` (parked and running upcalls), the reactor's slab, and
+//!   the `lf` tables (followers, the leader role, the standby).
 //!
 //! # Limits
 //!
