@@ -19,7 +19,7 @@ pub(crate) struct Housekeeping {
     /// The current accept back-off, in milliseconds (doubles per failure, reset by success).
     accept_backoff_ms: std::sync::atomic::AtomicU64,
     /// Accepted connections open now (against `max_connections`).
-    pub(crate) inbound_open: std::sync::atomic::AtomicUsize,
+    inbound_open: std::sync::atomic::AtomicUsize,
 }
 
 /// First and longest back-off before accepting again after `accept` failed.
@@ -53,6 +53,21 @@ impl Housekeeping {
 
     fn instant(&self, ns: u64) -> Instant {
         self.epoch + Duration::from_nanos(ns)
+    }
+
+    /// Whether `max` accepted connections are open (a new one is refused).
+    pub(crate) fn inbound_full(&self, max: usize) -> bool {
+        self.inbound_open.load(Ordering::Relaxed) >= max
+    }
+
+    /// An accepted connection was registered.
+    pub(crate) fn inbound_opened(&self) {
+        self.inbound_open.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An accepted connection closed (once per `inbound_opened`).
+    pub(crate) fn inbound_closed(&self) {
+        self.inbound_open.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// The nearest timer, if any is set.

@@ -326,9 +326,7 @@ impl OrbInner {
         let _ = conn.stream.shutdown(Shutdown::Both);
         self.stats.connections_open.fetch_sub(1, Ordering::Relaxed);
         if conn.origin == Origin::Inbound {
-            self.housekeeping
-                .inbound_open
-                .fetch_sub(1, Ordering::Relaxed);
+            self.housekeeping.inbound_closed();
         }
         let held = conn.accounted.swap(0, Ordering::Relaxed);
         self.stats.account_buffer(held, 0);

@@ -108,7 +108,7 @@ impl OrbInner {
                 Ok((s, peer)) => {
                     let hk = &self.housekeeping;
                     hk.accepted();
-                    if hk.inbound_open.load(Ordering::Relaxed) >= self.config.max_connections {
+                    if hk.inbound_full(self.config.max_connections) {
                         self.stats
                             .connections_refused
                             .fetch_add(1, Ordering::Relaxed);
@@ -120,7 +120,7 @@ impl OrbInner {
                     let _ = s.set_nodelay(true);
                     match self.add_connection(s, peer, Origin::Inbound) {
                         Ok(_) => {
-                            hk.inbound_open.fetch_add(1, Ordering::Relaxed);
+                            hk.inbound_opened();
                             self.stats
                                 .connections_accepted
                                 .fetch_add(1, Ordering::Relaxed);
