@@ -332,7 +332,7 @@ pub(crate) struct OrbInner {
     pub(crate) config: Config,
     pub(crate) host: String,
     pub(crate) listen_addrs: Vec<SocketAddr>,
-    pub(crate) reactor: Reactor,
+    pub(crate) reactor: Reactor<Arc<Connection>>,
     pub(crate) lf: Lf,
     pub(crate) adapter: Adapter,
     pub(crate) stats: Stats,

@@ -1,5 +1,5 @@
-//! The ORB's one event loop: a `mio::Poll` holding every listener, every connection and a
-//! waker, with tokens from a `slab`.
+//! The ORB's one event loop: a `mio::Poll` holding every listener, every connection's socket
+//! and a waker, with tokens from a `slab`.
 //!
 //! Split as tokio's I/O driver is: the `Poll` and its `Events` buffer sit behind a mutex that
 //! only the Leader/Followers leader takes (so it is never contended); the `Registry`, the
@@ -18,11 +18,23 @@
 //! waits with a timeout, and the upcall thread looks once with [`Reactor::poll_now`] whether
 //! anything arrived while its user code ran (see `lf`).
 //!
-//! The ready list holds connections that may have more to give without a new readiness event:
+//! The ready list holds entries that may have more to give without a new readiness event:
 //! decoded frames not yet handled, or unread socket bytes (mio is edge-triggered; we stop
 //! reading at a budget). The leader serves it before polling.
+//!
+//! The reactor knows readiness, not connections: it is generic over the entry `E` the ORB
+//! registers for a stream (`Arc<Connection>` in production, anything `Clone` in the tests), and
+//! hands it back with each event. It owns the listeners itself (it accepts nothing, but
+//! registers and drops them). Who owns what:
+//!
+//! | state | owner | protected by | who touches it |
+//! |---|---|---|---|
+//! | `Poll` and its `Events` | [`Reactor`] | `poll`'s mutex | the leader (its wait), an upcall thread's `poll_now` (try-lock only) |
+//! | `Registry`, `Waker` | [`Reactor`] | nothing (thread-safe) | any thread registering a stream or waking the leader |
+//! | token → entry (`slots`) | [`Reactor`] | `slots`' mutex | `insert` and `remove` (any thread), event resolution (the leader) |
+//! | the ready list | [`Reactor`] | [`Queue`]'s own lock | pushed by the leader or by a thread that wakes it next; popped by the leader |
+//! | the standby's poll set | `Standby` | its mutex | the one standby thread; armed by the leader |
 
-use crate::connection::{Connection, WriteInterest};
 use crate::sync::std_lock as lock;
 use crate::sync::Queue;
 use mio::net::TcpListener;
@@ -43,34 +55,46 @@ const MAIN: Token = Token(0);
 
 /// What a token refers to.
 #[derive(Debug, Clone)]
-pub(crate) enum Entry {
+pub(crate) enum Entry<E> {
+    /// A listener the reactor registered ([`Reactor::add_listener`]).
     Listener(Arc<TcpListener>),
-    Conn(Arc<Connection>),
+    /// A stream the ORB registered, as the ORB's own entry for it (its connection).
+    Conn(E),
 }
 
 #[derive(Debug)]
-struct Slot {
+struct Slot<E> {
     gen: u32,
-    entry: Entry,
+    entry: Entry<E>,
 }
 
 /// One readiness event, resolved to its entry.
 #[derive(Debug)]
-pub(crate) struct Ready {
-    pub(crate) entry: Entry,
+pub(crate) struct Ready<E> {
+    pub(crate) entry: Entry<E>,
     pub(crate) readable: bool,
     pub(crate) writable: bool,
     pub(crate) read_closed: bool,
 }
 
-/// The event loop's shared parts.
+/// The event loop's shared parts, with entries of type `E`.
+///
+/// Invariants:
+/// - A token is `gen << 32 | index`: the slab index of its slot and the generation the slot
+///   got when it was filled (a counter bumped on every insert). An event or a
+///   [`remove`](Self::remove) whose token's generation is not the slot's is stale and is
+///   ignored, so an event for a freed slot never reaches the entry that reused it.
+/// - Only the holder of `poll`'s lock waits in it or reads its `Events`; everything else
+///   here is usable from any thread.
+/// - The ready list holds entries, not tokens: an entry removed from the slab may still be on
+///   it, and whoever pops it checks whether it is still open.
 #[derive(Debug)]
-pub(crate) struct Reactor {
+pub(crate) struct Reactor<E> {
     poll: Mutex<(Poll, Events)>,
     registry: Registry,
     waker: Waker,
-    slots: Mutex<(Slab<Slot>, u32)>,
-    ready: Queue<Arc<Connection>>,
+    slots: Mutex<(Slab<Slot<E>>, u32)>,
+    ready: Queue<E>,
     standby: Standby,
 }
 
@@ -86,7 +110,7 @@ struct Standby {
     registered: bool,
 }
 
-impl Reactor {
+impl<E: Clone> Reactor<E> {
     pub(crate) fn new() -> io::Result<Self> {
         let poll = Poll::new()?;
         let registry = poll.registry().try_clone()?;
@@ -159,13 +183,13 @@ impl Reactor {
         r.is_ok()
     }
 
-    /// Whether connections wait on the ready list.
+    /// Whether entries wait on the ready list.
     pub(crate) fn has_ready(&self) -> bool {
         !self.ready.is_empty()
     }
 
     /// Reserves a token for an entry built by `make` (which gets the token).
-    pub(crate) fn insert<T>(&self, make: impl FnOnce(usize) -> (Entry, T)) -> T {
+    pub(crate) fn insert<T>(&self, make: impl FnOnce(usize) -> (Entry<E>, T)) -> T {
         let mut g = lock(&self.slots);
         let (slab, gen) = &mut *g;
         *gen = gen.wrapping_add(1);
@@ -180,7 +204,7 @@ impl Reactor {
         out
     }
 
-    fn lookup(&self, token: usize) -> Option<Entry> {
+    fn lookup(&self, token: usize) -> Option<Entry<E>> {
         let g = lock(&self.slots);
         let idx = token & 0xffff_ffff;
         let gen = (token >> 32) as u32;
@@ -200,7 +224,7 @@ impl Reactor {
     }
 
     /// Every entry (for shutdown).
-    pub(crate) fn entries(&self) -> Vec<Entry> {
+    pub(crate) fn entries(&self) -> Vec<Entry<E>> {
         lock(&self.slots)
             .0
             .iter()
@@ -219,13 +243,19 @@ impl Reactor {
             .register(&mut SourceFd(&fd.as_raw_fd()), Token(token), interest)
     }
 
-    /// Changes a socket's interest.
-    pub(crate) fn reregister(
+    /// Changes a socket's interest (readable only, or readable and writable): the connections'
+    /// writable interest, set through `WriteInterest` (see `transport`).
+    pub(crate) fn set_writable(
         &self,
         fd: &impl AsRawFd,
         token: usize,
-        interest: Interest,
+        writable: bool,
     ) -> io::Result<()> {
+        let interest = if writable {
+            Interest::READABLE | Interest::WRITABLE
+        } else {
+            Interest::READABLE
+        };
         self.registry
             .reregister(&mut SourceFd(&fd.as_raw_fd()), Token(token), interest)
     }
@@ -266,13 +296,13 @@ impl Reactor {
         let _ = self.waker.wake();
     }
 
-    /// Puts a connection on the ready list.
-    pub(crate) fn push_ready(&self, c: Arc<Connection>) {
-        self.ready.push_back(c);
+    /// Puts an entry on the ready list.
+    pub(crate) fn push_ready(&self, e: E) {
+        self.ready.push_back(e);
     }
 
-    /// Takes the next connection from the ready list.
-    pub(crate) fn pop_ready(&self) -> Option<Arc<Connection>> {
+    /// Takes the next entry from the ready list.
+    pub(crate) fn pop_ready(&self) -> Option<E> {
         self.ready.pop_front()
     }
 
@@ -284,7 +314,7 @@ impl Reactor {
     /// Polls without waiting, handing each resolved event to `handle`; whether there was any
     /// (a wake-up does not count). False at once if another thread holds the poll. A wake-up
     /// it finds is posted again, so that the leader's next `poll` still returns at once.
-    pub(crate) fn poll_now(&self, handle: impl FnMut(Ready)) -> bool {
+    pub(crate) fn poll_now(&self, handle: impl FnMut(Ready<E>)) -> bool {
         // Not the leader's own wait: never block behind a thread waiting in the poll.
         let Ok(mut g) = self.poll.try_lock() else {
             return false;
@@ -307,7 +337,7 @@ impl Reactor {
     pub(crate) fn poll(
         &self,
         timeout: Option<Duration>,
-        handle: impl FnMut(Ready),
+        handle: impl FnMut(Ready<E>),
     ) -> io::Result<usize> {
         self.poll_locked(&mut lock(&self.poll), timeout, handle)
             .map(|(n, _)| n)
@@ -319,7 +349,7 @@ impl Reactor {
         &self,
         g: &mut (Poll, Events),
         timeout: Option<Duration>,
-        mut handle: impl FnMut(Ready),
+        mut handle: impl FnMut(Ready<E>),
     ) -> io::Result<(usize, bool)> {
         let (poll, events) = g;
         match poll.poll(events, timeout) {
@@ -347,18 +377,119 @@ impl Reactor {
     }
 }
 
-impl WriteInterest for Reactor {
-    fn set_writable(
-        &self,
-        stream: &std::net::TcpStream,
-        token: usize,
-        writable: bool,
-    ) -> io::Result<()> {
-        let interest = if writable {
-            Interest::READABLE | Interest::WRITABLE
-        } else {
-            Interest::READABLE
-        };
-        self.reregister(stream, token, interest)
+#[cfg(test)]
+mod tests {
+    //! The reactor with plain values as entries: tokens and their generations, the ready
+    //! list, and events resolved to entries (over a Unix socket pair, not TCP).
+
+    use super::*;
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+
+    fn conn(e: Option<Entry<&'static str>>) -> Option<&'static str> {
+        match e {
+            Some(Entry::Conn(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_token_of_a_reused_slot_is_stale() {
+        let r: Reactor<&'static str> = Reactor::new().unwrap();
+        let a = r.insert(|t| (Entry::Conn("a"), t));
+        let b = r.insert(|t| (Entry::Conn("b"), t));
+        assert_eq!(conn(r.lookup(a)), Some("a"));
+        r.remove(a);
+        assert_eq!(conn(r.lookup(a)), None);
+        let c = r.insert(|t| (Entry::Conn("c"), t));
+        assert_eq!(c & 0xffff_ffff, a & 0xffff_ffff, "the slot is reused");
+        assert_ne!(c, a, "under a new generation");
+        assert_eq!(conn(r.lookup(a)), None, "the old token finds nothing");
+        r.remove(a);
+        assert_eq!(
+            conn(r.lookup(c)),
+            Some("c"),
+            "a stale remove removed the new entry"
+        );
+        let mut all: Vec<_> = r.entries().into_iter().map(|e| conn(Some(e))).collect();
+        all.sort();
+        assert_eq!(all, [Some("b"), Some("c")]);
+        r.remove(b);
+        r.remove(c);
+        assert!(r.entries().is_empty());
+    }
+
+    #[test]
+    fn the_ready_list_is_fifo() {
+        let r: Reactor<u32> = Reactor::new().unwrap();
+        assert!(!r.has_ready());
+        for i in 1..=3 {
+            r.push_ready(i);
+        }
+        assert!(r.has_ready());
+        assert_eq!(r.pop_ready(), Some(1));
+        assert_eq!(r.pop_ready(), Some(2));
+        r.clear_ready();
+        assert!(!r.has_ready());
+        assert_eq!(r.pop_ready(), None);
+    }
+
+    /// An event comes back as the entry its token names; once the slot is reused, an event
+    /// under the old token (the stream still registered with it) reaches nobody.
+    #[test]
+    fn events_resolve_to_their_entry_and_stale_ones_are_dropped() {
+        let r: Reactor<&'static str> = Reactor::new().unwrap();
+        let (ours, mut peer) = UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        let token = r.insert(|t| (Entry::Conn("ours"), t));
+        r.register(&ours, token, Interest::READABLE).unwrap();
+        peer.write_all(b"x").unwrap();
+        let mut seen = Vec::new();
+        let n = r
+            .poll(Some(Duration::from_secs(10)), |ev| {
+                seen.push((conn(Some(ev.entry)), ev.readable, ev.writable))
+            })
+            .unwrap();
+        assert_eq!(n, 1);
+        assert_eq!(seen, [(Some("ours"), true, false)]);
+        // Writable interest on: the socket has room, so a writable event at once.
+        r.set_writable(&ours, token, true).unwrap();
+        let mut writable = Vec::new();
+        r.poll(Some(Duration::from_secs(10)), |ev| {
+            writable.push(ev.writable)
+        })
+        .unwrap();
+        assert_eq!(writable, [true]);
+        r.set_writable(&ours, token, false).unwrap();
+        let mut buf = [0u8; 8];
+        assert_eq!((&ours).read(&mut buf).unwrap(), 1);
+        // The slot is freed and reused while the socket stays registered under the old token.
+        r.remove(token);
+        let reused = r.insert(|t| (Entry::Conn("new"), t));
+        assert_eq!(reused & 0xffff_ffff, token & 0xffff_ffff);
+        peer.write_all(b"y").unwrap();
+        let n = r
+            .poll(Some(Duration::from_secs(10)), |_| {
+                panic!("a stale event reached an entry")
+            })
+            .unwrap();
+        assert_eq!(n, 0);
+        r.deregister(&ours);
+    }
+
+    /// A wake-up ends the leader's poll with no event; `poll_now` finding one posts it again,
+    /// so the leader's next poll still returns at once.
+    #[test]
+    fn a_wake_up_is_not_lost_by_a_look_at_the_loop() {
+        let r: Reactor<u32> = Reactor::new().unwrap();
+        r.wake();
+        assert!(!r.poll_now(|_| panic!("no entry registered")));
+        let start = std::time::Instant::now();
+        let n = r.poll(Some(Duration::from_secs(10)), |_| {}).unwrap();
+        assert_eq!(n, 0);
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the wake-up was lost"
+        );
     }
 }

@@ -5,19 +5,19 @@
 //! and the BiDir route of an outgoing call. `client/` and `server/` (the
 //! leader and upcalls) both build on it; neither imports the other for it.
 
-use crate::connection::{CloseCause, ConnectState, Connection, Origin};
+use crate::connection::{CloseCause, ConnectState, Connection, Origin, WriteInterest};
 use crate::exception::{minor, CompletionStatus, SystemException, SystemExceptionKind};
 use crate::giop::Version;
 use crate::lf::Participant;
 use crate::orb::OrbInner;
 use crate::outbuf;
-use crate::reactor::Entry;
+use crate::reactor::{Entry, Reactor};
 use crate::sync::std_lock as lock;
 use crate::upcall::current_upcall_connection;
 use bytes::{Bytes, BytesMut};
 use mio::Interest;
 use std::io;
-use std::net::Shutdown;
+use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,6 +36,14 @@ pub(crate) fn frame_parts(write_head: impl FnOnce(&mut BytesMut), body: Bytes) -
         crate::giop::Header::patch_size(head, 0, crate::cdr::ByteOrder::NATIVE, size);
     });
     [head, body]
+}
+
+/// The reactor is the connections' event loop: their writable interest is the socket's
+/// registration.
+impl<E: Clone> WriteInterest for Reactor<E> {
+    fn set_writable(&self, stream: &TcpStream, token: usize, writable: bool) -> io::Result<()> {
+        Reactor::set_writable(self, stream, token, writable)
+    }
 }
 
 impl OrbInner {

@@ -75,8 +75,8 @@ pub(crate) enum CloseCause {
 
 /// What the write path needs of the event loop: a socket's interest in writable events,
 /// turned on while frames wait for the socket (or a drain is watched) and off again after.
-/// The reactor implements it; taking it as a trait keeps this module below the reactor
-/// (which stores connections) and lets tests count the calls.
+/// The reactor implements it (in `transport`, which joins the two); taking it as a trait
+/// keeps this module apart from the reactor and lets tests count the calls.
 pub(crate) trait WriteInterest {
     /// Watches `stream` (registered under `token`) for readable events, and for writable
     /// ones too if `writable`.

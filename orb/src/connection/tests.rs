@@ -288,7 +288,7 @@ fn out_queue_batch_is_bounded_and_in_order() {
 
 /// A connection registered with `reactor`, over a loopback socket, and its peer's end
 /// (blocking).
-fn connected(reactor: &Reactor) -> (Arc<Connection>, std::net::TcpStream) {
+fn connected(reactor: &Reactor<Arc<Connection>>) -> (Arc<Connection>, std::net::TcpStream) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let stream = std::net::TcpStream::connect(addr).unwrap();

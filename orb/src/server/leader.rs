@@ -209,7 +209,7 @@ impl OrbInner {
     /// Marks a connection the poll reported readable and puts it in `first` if that is free,
     /// else on the ready list. (The leader polls only once the list is empty, so `first`
     /// does not overtake anything queued before the poll.)
-    fn handle_ready(&self, ev: Ready, first: &mut Option<Arc<Connection>>) {
+    fn handle_ready(&self, ev: Ready<Arc<Connection>>, first: &mut Option<Arc<Connection>>) {
         match ev.entry {
             Entry::Listener(l) => self.accept_all(&l),
             Entry::Conn(c) => {
