@@ -5,7 +5,7 @@
 //! and the BiDir route of an outgoing call. `client/` and `server/` (the
 //! leader and upcalls) both build on it; neither imports the other for it.
 
-use crate::connection::{CloseCause, ConnectState, Connection, Origin, WriteInterest};
+use crate::connection::{CloseCause, ConnectState, Connection, Flush, Origin, WriteInterest};
 use crate::exception::{minor, CompletionStatus, SystemException, SystemExceptionKind};
 use crate::giop::Version;
 use crate::lf::Participant;
@@ -40,9 +40,9 @@ pub(crate) fn frame_parts(write_head: impl FnOnce(&mut BytesMut), body: Bytes) -
 
 /// The reactor is the connections' event loop: their writable interest is the socket's
 /// registration.
-impl<E: Clone> WriteInterest for Reactor<E> {
-    fn set_writable(&self, stream: &TcpStream, token: usize, writable: bool) -> io::Result<()> {
-        Reactor::set_writable(self, stream, token, writable)
+impl<E: Clone> WriteInterest<TcpStream> for Reactor<E> {
+    fn set_writable(&self, io: &TcpStream, token: usize, writable: bool) -> io::Result<()> {
+        Reactor::set_writable(self, io, token, writable)
     }
 }
 
@@ -97,7 +97,7 @@ impl OrbInner {
         } else {
             Interest::READABLE
         };
-        if let Err(e) = self.reactor.register(&conn.stream, conn.token, interest) {
+        if let Err(e) = self.reactor.register(conn.socket(), conn.token, interest) {
             self.reactor.remove(conn.token);
             return Err(e);
         }
@@ -115,8 +115,8 @@ impl OrbInner {
     /// done. Completes the connect waiters if it is; closes the connection if it failed (its
     /// waiters then see TRANSIENT completed NO). False also while it is still under way.
     pub(crate) fn finish_connect(&self, c: &Arc<Connection>) -> bool {
-        let failed = match c.stream.take_error() {
-            Ok(None) => match c.stream.peer_addr() {
+        let failed = match c.socket().take_error() {
+            Ok(None) => match c.socket().peer_addr() {
                 Ok(_) => None,
                 Err(e) if e.kind() == io::ErrorKind::NotConnected => return false,
                 Err(e) => Some(e),
@@ -127,7 +127,7 @@ impl OrbInner {
             self.close_connection(c, CloseCause::Io(e.to_string()));
             return false;
         }
-        let _ = c.stream.set_nodelay(true);
+        let _ = c.socket().set_nodelay(true);
         self.stats
             .connections_opened
             .fetch_add(1, Ordering::Relaxed);
@@ -190,7 +190,7 @@ impl OrbInner {
 
     /// After a write of the outgoing queue: lets senders waiting for it to drain go on, or
     /// closes the connection on a write error.
-    pub(crate) fn after_write(&self, c: &Arc<Connection>, r: io::Result<bool>) {
+    pub(crate) fn after_write(&self, c: &Arc<Connection>, r: io::Result<Flush>) {
         match r {
             Ok(_) => {
                 if c.queued_bytes() <= self.config.max_queued_bytes {
@@ -318,7 +318,7 @@ impl OrbInner {
         } else {
             tracing::debug!(peer = %conn.peer, "upcalls still running at shutdown: closed without CloseConnection");
             // Linger 0: the final close sends RST and drops what is queued.
-            let _ = rustix::net::sockopt::set_socket_linger(&conn.stream, Some(Duration::ZERO));
+            let _ = rustix::net::sockopt::set_socket_linger(conn.socket(), Some(Duration::ZERO));
         }
         self.close_connection(conn, CloseCause::Shutdown);
     }
@@ -329,9 +329,9 @@ impl OrbInner {
         if !conn.mark_closed() {
             return;
         }
-        self.reactor.deregister(&conn.stream);
+        self.reactor.deregister(conn.socket());
         self.reactor.remove(conn.token);
-        let _ = conn.stream.shutdown(Shutdown::Both);
+        let _ = conn.socket().shutdown(Shutdown::Both);
         self.stats.connections_open.fetch_sub(1, Ordering::Relaxed);
         if conn.origin == Origin::Inbound {
             self.housekeeping.inbound_closed();

@@ -1,16 +1,30 @@
 //! One multiplexed GIOP connection: read buffer and decoded-frame queue, outgoing queue,
 //! request-id allocation, the table of pending replies and the table of running upcalls.
 //!
-//! | state | protected by | who touches it |
-//! |---|---|---|
-//! | `read` (buffer, codec, decoded frames) | its mutex | the leader only (so uncontended); the socket is read only here |
-//! | `write` (outgoing queue, who writes) | the write lock, never held across a syscall | any thread sending a frame; the leader on a writable event |
-//! | `pending` (request id → waiter) | its mutex | callers (insert before sending, remove on timeout), the leader (reply), `close` |
-//! | `running` (request id → upcall context) | its mutex | upcall threads, the leader (CancelRequest) |
+//! A [`Connection`] is a state object that holds no reactor and names no socket: it holds its
+//! byte stream as an `S: `[`Io`] (a `TcpStream` in production, an in-memory pipe in the unit
+//! tests) and is told of the event loop through [`WriteInterest`]. What only a socket does
+//! (registration with the reactor, the connect handshake's checks, socket options, shutdown)
+//! is done by `transport` through [`Connection::socket`]. The reactor stores the connection
+//! as its readiness entry; this module does not know the reactor.
+//!
+//! Who owns what (each owner's doc states its invariants):
+//!
+//! | state | owner | protected by | who touches it |
+//! |---|---|---|---|
+//! | the byte stream `io` | [`Connection`] | nothing: [`Io`] is used through `&self` | read by the leader only ([`read_available`](Connection::read_available)), written by the thread holding the writer role |
+//! | decoded frames, read buffer, codec | [`ReadState`] | the `read` mutex | the leader only (so uncontended) |
+//! | outgoing queue, writer role, writable interest | [`WriteState`] | the write lock, never held across a write | any thread sending a frame; the leader on a writable event |
+//! | request id → waiter | [`Mux`] | its mutex | callers (insert before sending, remove on timeout), the leader (reply), `close` |
+//! | replies owed, running upcalls | [`Owed`] | its mutex | upcall threads, the leader (CancelRequest) |
+//! | dispatches running, read paused | [`DispatchGate`] | atomics (loom-checked) | the leader, upcall threads |
+//! | read stopped for a full queue | [`WriteBlock`] | an atomic (loom-checked) | the leader |
+//! | BiDir listen points | [`ListenPoints`] | its mutex | the leader (a request's context), callers choosing a route |
 //!
 //! [`ReadState`] is sans-I/O: it takes bytes and yields frames, and is tested with byte slices;
-//! so is [`OutQueue`](write::OutQueue), the outgoing side. The socket calls live in the small
-//! `read_from` and `write_queue` functions beside them.
+//! so is [`OutQueue`](write::OutQueue), the outgoing side. The connection feeds them from its
+//! stream in `read_available` and `write_queue`, which the unit tests drive over the in-memory
+//! pipe (`mem`), with partial writes and a full stream at chosen points.
 //!
 //! Sends combine: a thread that sends while another is writing the socket only appends its
 //! frame to the queue, and the writing thread sends it with its own in one `writev`. Under
@@ -22,12 +36,14 @@
 //! next request at once, and those requests leave together when the batch is done
 //! ([`release_writes`](Connection::release_writes)) instead of one `writev` each.
 //!
-//! The parts, one file each: [`read`] (the read state machine), [`write`](mod@write) (the
-//! outgoing queue and the write path, as methods of [`Connection`] too), [`backpressure`] (the
-//! dispatch and write handshakes that loom checks) and [`mux`] (the reply-routing table). This
-//! file holds the connection itself: its fields, its lifecycle and the connect handshake.
+//! The parts, one file each: [`io`] (the seams: [`Io`] and [`WriteInterest`]), [`read`] (the
+//! read state machine), [`write`](mod@write) (the outgoing queue and the write path, as methods
+//! of [`Connection`] too), [`backpressure`] (the dispatch and write handshakes that loom
+//! checks) and [`mux`] (the reply-routing table). This file holds the connection itself: its
+//! fields, its lifecycle and the connect handshake.
 
 mod backpressure;
+mod io;
 mod listen_points;
 mod mux;
 mod owed;
@@ -35,16 +51,17 @@ mod read;
 mod write;
 
 pub(crate) use backpressure::{DispatchGate, WriteBlock};
+pub(crate) use io::{Io, WriteInterest};
 pub(crate) use listen_points::{ListenPoints, MAX_LISTEN_POINTS};
 pub(crate) use owed::Owed;
 pub(crate) use read::{ReadError, ReadState};
-pub(crate) use write::WriteState;
+pub(crate) use write::{Flush, WriteState};
 
 use crate::giop::Version;
 use crate::lf::Participant;
+use crate::stats::Stats;
 use crate::sync::std_lock as lock;
 use mux::Mux;
-use std::io;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -73,16 +90,6 @@ pub(crate) enum CloseCause {
     Shutdown,
 }
 
-/// What the write path needs of the event loop: a socket's interest in writable events,
-/// turned on while frames wait for the socket (or a drain is watched) and off again after.
-/// The reactor implements it (in `transport`, which joins the two); taking it as a trait
-/// keeps this module apart from the reactor and lets tests count the calls.
-pub(crate) trait WriteInterest {
-    /// Watches `stream` (registered under `token`) for readable events, and for writable
-    /// ones too if `writable`.
-    fn set_writable(&self, stream: &TcpStream, token: usize, writable: bool) -> io::Result<()>;
-}
-
 /// Where a non-blocking connect stands, for a caller that wants to use the connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ConnectState {
@@ -94,9 +101,19 @@ pub(crate) enum ConnectState {
     Closed,
 }
 
-/// One TCP connection carrying GIOP in both directions.
+/// One connection carrying GIOP in both directions, over the byte stream `S` (a TCP socket
+/// unless a test says otherwise).
+///
+/// Invariants:
+/// - `io` is read only by the leader, with the `read` lock held, and written only by the
+///   thread holding the writer role (`WriteState::writing`), without the write lock: so no
+///   two threads read it at once, and frames never interleave on it.
+/// - Once `closed` is set (by [`mark_closed`](Self::mark_closed), once), the outgoing queue is
+///   empty and stays empty, and `queued` is 0.
+/// - `queued` mirrors the outgoing queue's charge; it is written under the write lock only.
+/// - `connecting` goes from true to false at most once, under `connect_waiters`' lock.
 #[derive(Debug)]
-pub(crate) struct Connection {
+pub(crate) struct Connection<S = TcpStream> {
     /// Reactor token of this connection (slab index and generation).
     pub(crate) token: usize,
     /// Unique in the process (never reused): what object references that arrived over this
@@ -104,7 +121,9 @@ pub(crate) struct Connection {
     pub(crate) id: u64,
     pub(crate) peer: SocketAddr,
     pub(crate) origin: Origin,
-    pub(crate) stream: TcpStream,
+    /// The byte stream (see the invariants above; [`socket`](Connection::socket) for what
+    /// only a socket does).
+    io: S,
     pub(crate) read: Mutex<ReadState>,
     pub(crate) write: Mutex<WriteState>,
     /// Our request ids and the callers waiting for their replies: the only place a reply is
@@ -144,10 +163,10 @@ pub(crate) struct Connection {
 /// [`Connection::version`] before any message: unknown.
 const NO_VERSION: u8 = u8::MAX;
 
-impl Connection {
+impl<S> Connection<S> {
     pub(crate) fn new(
         token: usize,
-        stream: TcpStream,
+        io: S,
         peer: SocketAddr,
         origin: Origin,
         max_message_size: usize,
@@ -164,7 +183,7 @@ impl Connection {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             peer,
             origin,
-            stream,
+            io,
             mux: Mux::new(first),
             read: Mutex::new(ReadState::new(max_message_size)),
             write: Mutex::new(WriteState::default()),
@@ -267,6 +286,28 @@ impl Connection {
     /// close which exception the waiters get).
     pub(crate) fn take_connect_waiters(&self) -> Vec<Arc<Participant>> {
         std::mem::take(&mut *lock(&self.connect_waiters))
+    }
+}
+
+impl<S: Io> Connection<S> {
+    /// Reads the stream into `rs` (this connection's read state, whose lock the caller holds:
+    /// the leader) until `WouldBlock`, the read budget or enough queued frames; see
+    /// [`ReadState::read_from`]. `Ok(false)` at the end of the stream.
+    pub(crate) fn read_available(
+        &self,
+        rs: &mut ReadState,
+        stats: &Stats,
+    ) -> Result<bool, ReadError> {
+        rs.read_from(self.io.reader(), stats)
+    }
+}
+
+impl Connection<TcpStream> {
+    /// The socket, for what only a socket does: registration with the reactor, the connect
+    /// handshake's checks, socket options and shutdown (all in `transport`). Reads and writes
+    /// go through the connection's own methods.
+    pub(crate) fn socket(&self) -> &TcpStream {
+        &self.io
     }
 }
 

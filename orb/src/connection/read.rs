@@ -1,5 +1,7 @@
-//! The read side of a connection: [`ReadState`] turns the socket's bytes into decoded frames
-//! (sans-I/O but for `read_from`), apart from the write path and the connection it serves.
+//! The read side of a connection: [`ReadState`] turns the stream's bytes into decoded frames,
+//! apart from the write path and the connection it serves. Sans-I/O: it takes byte slices
+//! (`handle_bytes`) or reads from any [`Read`] it is handed (`read_from`; the connection hands
+//! it its stream), so its tests use slices and stand-ins.
 
 use crate::giop::{Frame, FrameError, GiopCodec, Header, HEADER_LEN};
 use crate::stats::Stats;
@@ -10,6 +12,15 @@ use std::sync::atomic::Ordering;
 use tokio_util::codec::Decoder;
 
 /// The sans-I/O read side: bytes in, frames out.
+///
+/// Invariants:
+/// - At most one of `buf` and `large` holds undecoded bytes: a large frame starts in `large`
+///   only once `buf` has been moved into it, and goes back into `buf` when complete.
+/// - Reading stops before more than `MAX_QUEUED_FRAMES` frames wait in `frames` or
+///   `READ_BUDGET` bytes were read in one call (so one peer cannot hold the leader); then
+///   `maybe_readable` stays set, and the leader puts the connection on the ready list.
+/// - No frame over the codec's size limit is reserved for or decoded; a header alone never
+///   makes it reserve more than `LARGE_UPFRONT`.
 #[derive(Debug)]
 pub(crate) struct ReadState {
     pub(super) buf: BytesMut,

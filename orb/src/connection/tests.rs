@@ -9,7 +9,7 @@ use crate::reactor::Reactor;
 use crate::stats::Stats;
 use bytes::{Bytes, BytesMut};
 use mio::Interest;
-use std::io::Read;
+use std::io::{self, Read};
 
 #[test]
 fn frames_split_anywhere_come_out_whole() {
@@ -305,7 +305,7 @@ fn connected(reactor: &Reactor<Arc<Connection>>) -> (Arc<Connection>, std::net::
         (crate::reactor::Entry::Conn(c.clone()), c)
     });
     reactor
-        .register(&conn.stream, conn.token, Interest::READABLE)
+        .register(conn.socket(), conn.token, Interest::READABLE)
         .unwrap();
     (conn, peer)
 }
@@ -355,7 +355,7 @@ fn concurrent_senders_never_interleave_or_lose_frames() {
                 reactor
                     .poll(Some(std::time::Duration::from_millis(5)), |ev| {
                         if let (crate::reactor::Entry::Conn(c), true) = (ev.entry, ev.writable) {
-                            c.flush(&stats, &*reactor).unwrap();
+                            let _ = c.flush(&stats, &*reactor).unwrap();
                         }
                     })
                     .unwrap();
@@ -424,7 +424,7 @@ fn held_writes_go_out_together_on_release() {
         "nothing is written while held: {r:?}"
     );
     assert_eq!(lock(&conn.write).queue.len(), 40);
-    assert!(conn.release_writes(&stats, &reactor).unwrap());
+    assert_eq!(conn.release_writes(&stats, &reactor).unwrap(), Flush::Done);
     assert_eq!(conn.queued_bytes(), 0);
     peer.set_nonblocking(false).unwrap();
     let mut got = [0u8; 40];
@@ -539,7 +539,7 @@ fn a_frame_written_around_the_queue_keeps_its_place() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while conn.queued_bytes() > 0 {
         assert!(std::time::Instant::now() < deadline, "queue never drained");
-        conn.flush(&stats, &*reactor).unwrap();
+        let _ = conn.flush(&stats, &*reactor).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     reader.join().unwrap();

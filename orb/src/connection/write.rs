@@ -1,16 +1,16 @@
 //! The write side of a connection: [`OutQueue`] (sans-I/O), the write lock's [`WriteState`],
 //! and the write path (`send`, combining, `flush`, the held writer role) as methods of
-//! [`Connection`], apart from the read side and the connection's lifecycle.
+//! [`Connection`], apart from the read side and the connection's lifecycle. The path writes
+//! to the connection's [`Io`] stream and reports what is left as a [`Flush`].
 
 #[cfg(test)]
 use super::tests;
-use super::{Connection, WriteInterest};
+use super::{Connection, Io, WriteInterest};
 use crate::stats::Stats;
 use crate::sync::std_lock as lock;
 use bytes::{Buf, Bytes};
 use std::collections::VecDeque;
 use std::io::{self, Write};
-use std::net::TcpStream;
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 
@@ -23,8 +23,25 @@ pub(crate) const PART_OVERHEAD: usize = 64;
 /// event), so a sender's own call is not held up indefinitely by a busy connection.
 const MAX_ROUNDS: usize = 8;
 
+/// How a write of the outgoing queue ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub(crate) enum Flush {
+    /// The queue is empty (or the connection closed, which emptied it).
+    Done,
+    /// Bytes are left queued, and writable interest is on: the stream was full (or the
+    /// writer's rounds ran out), and the writable event's flush sends the rest.
+    WantWritable,
+    /// Another thread holds the writer role; it sends what is queued.
+    Busy,
+}
+
 /// The bytes not yet written to a socket, in order: whole frames and the unwritten tail of
 /// the one in progress. Sans-I/O.
+///
+/// Invariants: `len` is the sum of the lengths of `parts` plus those of a batch taken by
+/// [`take_front`](Self::take_front) and not yet handed back by
+/// [`written`](Self::written); no part is empty.
 #[derive(Debug, Default)]
 pub(crate) struct OutQueue {
     pub(super) parts: VecDeque<Bytes>,
@@ -109,6 +126,15 @@ impl OutQueue {
 }
 
 /// Outgoing state, under the connection's write lock.
+///
+/// Invariants:
+/// - At most one thread holds the writer role (`writing`) and only it writes the stream,
+///   without the lock; others append to `queue`. So frames leave whole and in queue order.
+/// - `writable_interest` is the stream's registration as last set through [`WriteInterest`],
+///   changed only under this lock together with the registration; while it is set a
+///   writable event is due (bytes wait, a drain is watched, or the connect is under way), and
+///   senders queue rather than write.
+/// - `closed` is set once; after it the queue is empty and nothing is appended.
 #[derive(Debug, Default)]
 pub(crate) struct WriteState {
     pub(super) queue: OutQueue,
@@ -155,7 +181,7 @@ impl WriteState {
     }
 }
 
-impl Connection {
+impl<S: Io> Connection<S> {
     /// If the outgoing queue is charged more than `max`, asks for a writable event once it
     /// drains (see `WriteState::drain_watched`) and returns true; false if it is under `max`
     /// already or the connection is closed. Checked and set under the write lock, so that no
@@ -169,7 +195,7 @@ impl Connection {
         &self,
         frame: Bytes,
         stats: &Stats,
-        reactor: &impl WriteInterest,
+        reactor: &impl WriteInterest<S>,
     ) -> io::Result<()> {
         self.send_parts([frame, Bytes::new()], stats, reactor)
     }
@@ -182,7 +208,7 @@ impl Connection {
         &self,
         parts: [Bytes; 2],
         stats: &Stats,
-        reactor: &impl WriteInterest,
+        reactor: &impl WriteInterest<S>,
     ) -> io::Result<()> {
         let mut w = lock(&self.write);
         if w.closed {
@@ -196,7 +222,7 @@ impl Connection {
             // own buffers, around the queue. Frames sent meanwhile queue behind it.
             w.writing = true;
             drop(w);
-            let r = write_vectored_some::<2>(&self.stream, &parts);
+            let r = write_vectored_some::<2>(self.io.writer(), &parts);
             #[cfg(test)]
             tests::after_direct_write();
             let mut w = lock(&self.write);
@@ -224,7 +250,8 @@ impl Connection {
                 w.writing = false;
                 return Ok(());
             }
-            self.write_queue(w, stats, reactor)?;
+            // Sent, whether now or on the writable event (`WantWritable`).
+            let _: Flush = self.write_queue(w, stats, reactor)?;
             return Ok(());
         }
         let [mut head, body] = parts;
@@ -239,18 +266,25 @@ impl Connection {
         // interest on) is written by the leader on the writable event.
         if !w.writing && !w.writable_interest {
             w.writing = true;
-            self.write_queue(w, stats, reactor)?;
+            let _: Flush = self.write_queue(w, stats, reactor)?;
         }
         Ok(())
     }
 
-    /// Writes queued frames (on a writable event). Returns true when the queue is empty and
-    /// writable interest was dropped.
-    pub(crate) fn flush(&self, stats: &Stats, reactor: &impl WriteInterest) -> io::Result<bool> {
+    /// Writes queued frames (on a writable event). [`Flush::Done`] when the queue is empty
+    /// and writable interest was dropped (or the connection is closed).
+    pub(crate) fn flush(
+        &self,
+        stats: &Stats,
+        reactor: &impl WriteInterest<S>,
+    ) -> io::Result<Flush> {
         let mut w = lock(&self.write);
-        if w.writing || w.closed {
+        if w.closed {
+            return Ok(Flush::Done);
+        }
+        if w.writing {
             // The writing thread finishes the job (and drops the interest when done).
-            return Ok(false);
+            return Ok(Flush::Busy);
         }
         w.writing = true;
         self.write_queue(w, stats, reactor)
@@ -261,7 +295,7 @@ impl Connection {
     /// the peer), then writes what is queued once, without waiting for the peer. Without it, a
     /// frame queued behind that write (the CloseConnection) would be dropped by the close.
     /// What the socket does not take now is lost with the close.
-    pub(crate) fn flush_before_close(&self, stats: &Stats, reactor: &impl WriteInterest) {
+    pub(crate) fn flush_before_close(&self, stats: &Stats, reactor: &impl WriteInterest<S>) {
         for _ in 0..100_000 {
             let w = lock(&self.write);
             if w.closed || w.queue.is_empty() {
@@ -291,30 +325,29 @@ impl Connection {
     }
 
     /// Gives back the role taken by [`hold_writes`](Self::hold_writes), writing what was queued
-    /// meanwhile. Returns true when the queue is empty.
+    /// meanwhile.
     pub(crate) fn release_writes(
         &self,
         stats: &Stats,
-        reactor: &impl WriteInterest,
-    ) -> io::Result<bool> {
+        reactor: &impl WriteInterest<S>,
+    ) -> io::Result<Flush> {
         let mut w = lock(&self.write);
         if w.closed || w.queue.is_empty() {
             w.writing = false;
-            return Ok(true);
+            return Ok(Flush::Done);
         }
         self.write_queue(w, stats, reactor)
     }
 
     /// The writing thread's loop: takes batches off the front of the queue and writes them
     /// without the lock, until the queue is empty, the socket is full, or `MAX_ROUNDS`; what
-    /// is left waits for a writable event. Clears `writing` before returning. Returns true
-    /// when the queue is empty.
+    /// is left waits for a writable event. Clears `writing` before returning.
     fn write_queue<'a>(
         &'a self,
         mut w: MutexGuard<'a, WriteState>,
         stats: &Stats,
-        reactor: &impl WriteInterest,
-    ) -> io::Result<bool> {
+        reactor: &impl WriteInterest<S>,
+    ) -> io::Result<Flush> {
         let mut batch = std::mem::take(&mut w.spare);
         let mut rounds = 0;
         // None: nothing left to write; Some(full): leave the rest, the socket full or not.
@@ -322,7 +355,7 @@ impl Connection {
             w.queue.take_front(&mut batch, MAX_IOV);
             let total: usize = batch.iter().map(Bytes::len).sum();
             drop(w);
-            let r = write_vectored_some::<MAX_IOV>(&self.stream, &batch);
+            let r = write_vectored_some::<MAX_IOV>(self.io.writer(), &batch);
             w = lock(&self.write);
             let written = match r {
                 Ok(k) => k,
@@ -354,10 +387,13 @@ impl Connection {
         }
         // Under the write lock, so a concurrent flush cannot drop the interest we add.
         if let Some(writable) = w.interest_after_write(stop) {
-            reactor.set_writable(&self.stream, self.token, writable)?;
+            reactor.set_writable(&self.io, self.token, writable)?;
             w.writable_interest = writable;
         }
-        Ok(stop.is_none())
+        Ok(match stop {
+            None => Flush::Done,
+            Some(_) => Flush::WantWritable,
+        })
     }
 
     /// The outgoing queue's charge (its bytes plus [`PART_OVERHEAD`] per buffer), read
@@ -372,7 +408,7 @@ impl Connection {
 /// `WouldBlock` is not an error. Returns the bytes written.
 /// `N` bounds the buffers taken from `bufs` (the stack array's size: 2 for one frame, `MAX_IOV`
 /// for a batch).
-fn write_vectored_some<const N: usize>(mut s: &TcpStream, bufs: &[Bytes]) -> io::Result<usize> {
+fn write_vectored_some<const N: usize>(mut s: impl Write, bufs: &[Bytes]) -> io::Result<usize> {
     let mut slices = [io::IoSlice::new(&[]); N];
     for (sl, b) in slices.iter_mut().zip(bufs) {
         *sl = io::IoSlice::new(b);

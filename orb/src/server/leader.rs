@@ -259,7 +259,7 @@ impl OrbInner {
                 self.release_writes(held);
                 rs = lock(&conn.read);
             }
-            let read = rs.read_from(&conn.stream, &self.stats);
+            let read = conn.read_available(&mut rs, &self.stats);
             if let Some(minor) = rs.version_seen() {
                 // Before the frames are handled: a frame that failed to decode counts too.
                 conn.note_version(minor);

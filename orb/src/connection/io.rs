@@ -1,0 +1,47 @@
+//! The connection's two seams to the outside: [`Io`], the byte stream it reads and writes, and
+//! [`WriteInterest`], the event loop's interest in that stream's writable events. The state
+//! logic in this module names neither a socket nor the reactor; `TcpStream` is the one [`Io`]
+//! of production (below) and the reactor the one [`WriteInterest`] (in `transport`), while
+//! the unit tests put an in-memory pipe (`mem`, test-only) and a recorder in their place.
+
+use std::fmt::Debug;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+/// A non-blocking byte stream, read and written through shared references (as `&TcpStream`
+/// is): the leader reads while any thread writes, each under its own lock of the connection.
+///
+/// Reads and writes return `WouldBlock` when the stream has nothing to give or no room; a
+/// read of 0 bytes is the end of the stream. The halves are std's [`Read`] and [`Write`] so
+/// that a transport keeps its specialised methods: `TcpStream`'s `read_buf` lets
+/// `read_to_end` fill a large frame's buffer without zeroing it first (see `ReadState`).
+pub(crate) trait Io: Send + Sync + Debug {
+    /// The read half.
+    fn reader(&self) -> impl Read + '_;
+    /// The write half (`write_vectored` is what the write path calls).
+    fn writer(&self) -> impl Write + '_;
+}
+
+impl Io for TcpStream {
+    #[inline]
+    fn reader(&self) -> impl Read + '_ {
+        self
+    }
+
+    #[inline]
+    fn writer(&self) -> impl Write + '_ {
+        self
+    }
+}
+
+/// What the write path needs of the event loop: a stream's interest in writable events,
+/// turned on while frames wait for the stream (or a drain is watched) and off again after.
+/// Called under the connection's write lock, so that a concurrent flush cannot drop an
+/// interest just added. The reactor implements it for sockets (in `transport`, which joins
+/// the two); a trait keeps this module apart from the reactor and lets tests record the calls.
+pub(crate) trait WriteInterest<S: ?Sized> {
+    /// Watches `io` (registered under `token`) for readable events, and for writable ones
+    /// too if `writable`. With `writable`, a stream that has room raises a writable event
+    /// at once (epoll's behaviour on a re-registration); a full one, when it drains.
+    fn set_writable(&self, io: &S, token: usize, writable: bool) -> std::io::Result<()>;
+}
