@@ -45,6 +45,8 @@
 mod backpressure;
 mod io;
 mod listen_points;
+#[cfg(test)]
+mod mem;
 mod mux;
 mod owed;
 mod read;

@@ -3,8 +3,6 @@
 //! [`Connection`], apart from the read side and the connection's lifecycle. The path writes
 //! to the connection's [`Io`] stream and reports what is left as a [`Flush`].
 
-#[cfg(test)]
-use super::tests;
 use super::{Connection, Io, WriteInterest};
 use crate::stats::Stats;
 use crate::sync::std_lock as lock;
@@ -223,8 +221,6 @@ impl<S: Io> Connection<S> {
             w.writing = true;
             drop(w);
             let r = write_vectored_some::<2>(self.io.writer(), &parts);
-            #[cfg(test)]
-            tests::after_direct_write();
             let mut w = lock(&self.write);
             let n = match r {
                 Ok(n) => n,
