@@ -3,6 +3,7 @@
 
 use crate::adapter::Adapter;
 use crate::config::Config;
+use crate::connection::Connection;
 use crate::endpoints::{BidirRoutes, Outbound};
 use crate::exception::{minor, CompletionStatus, SystemException, SystemExceptionKind};
 use crate::ior::ObjectRef;
