@@ -12,7 +12,6 @@ use crate::lf::Participant;
 use crate::orb::OrbInner;
 use crate::outbuf;
 use crate::reactor::{Entry, Reactor};
-use crate::sync::std_lock as lock;
 use crate::upcall::current_upcall_connection;
 use bytes::{Bytes, BytesMut};
 use mio::Interest;
@@ -194,7 +193,7 @@ impl OrbInner {
         match r {
             Ok(_) => {
                 if c.queued_bytes() <= self.config.max_queued_bytes {
-                    let waiters = std::mem::take(&mut *lock(&c.drain_waiters));
+                    let waiters = c.take_drain_waiters();
                     for w in waiters {
                         self.lf.complete(&w, Ok(None), None, self);
                     }
@@ -269,15 +268,15 @@ impl OrbInner {
     /// Waits until `conn`'s outgoing queue is under its bound, or `deadline`.
     fn wait_drain(&self, conn: &Arc<Connection>, deadline: Instant) -> Result<(), SystemException> {
         let p = Participant::bound();
-        lock(&conn.drain_waiters).push(p.clone());
+        conn.add_drain_waiter(&p);
         // Registered first, then watched: a drain after this check raises the writable
         // event whose flush (`after_write`) completes the waiters.
         if !conn.watch_drain(self.config.max_queued_bytes) {
-            lock(&conn.drain_waiters).retain(|w| w.id != p.id);
+            conn.remove_drain_waiter(p.id);
             return Ok(());
         }
         let exit = self.lf.run(&p, Some(deadline), self);
-        lock(&conn.drain_waiters).retain(|w| w.id != p.id);
+        conn.remove_drain_waiter(p.id);
         match (exit, p.take()) {
             (_, Some(Err(e))) => Err(e),
             (_, Some(Ok(_))) | (crate::lf::Exit::Completed, None) => Ok(()),
@@ -336,8 +335,7 @@ impl OrbInner {
         if conn.origin == Origin::Inbound {
             self.housekeeping.inbound_closed();
         }
-        let held = conn.accounted.swap(0, Ordering::Relaxed);
-        self.stats.account_buffer(held, 0);
+        conn.forget_buffered(&self.stats);
         // Forget it: in the connection cache if we opened it, among the BiDir connections
         // if the peer did.
         match &conn.origin {
@@ -379,7 +377,7 @@ impl OrbInner {
             }
         };
         let mut waiters = conn.mux.close();
-        waiters.extend(lock(&conn.drain_waiters).drain(..));
+        waiters.extend(conn.take_drain_waiters());
         waiters.extend(conn.take_connect_waiters());
         tracing::debug!(peer = %conn.peer, ?cause, waiters = waiters.len(), "connection closed");
         for w in waiters {

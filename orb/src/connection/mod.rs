@@ -12,7 +12,7 @@
 //!
 //! | state | owner | protected by | who touches it |
 //! |---|---|---|---|
-//! | the byte stream `io` | [`Connection`] | nothing: [`Io`] is used through `&self` | read by the leader only ([`read_available`](Connection::read_available)), written by the thread holding the writer role |
+//! | the byte stream `io` | [`Connection`] | nothing: [`Io`] is used through `&self` | read by the leader only ([`visit`](Connection::visit)), written by the thread holding the writer role |
 //! | decoded frames, read buffer, codec | [`ReadState`] | the `read` mutex | the leader only (so uncontended) |
 //! | outgoing queue, writer role, writable interest | [`WriteState`] | the write lock, never held across a write | any thread sending a frame; the leader on a writable event |
 //! | request id → waiter | [`Mux`] | its mutex | callers (insert before sending, remove on timeout), the leader (reply), `close` |
@@ -23,7 +23,7 @@
 //!
 //! [`ReadState`] is sans-I/O: it takes bytes and yields frames, and is tested with byte slices;
 //! so is [`OutQueue`](write::OutQueue), the outgoing side. The connection feeds them from its
-//! stream in `read_available` and `write_queue`, which the unit tests drive over the in-memory
+//! stream in `visit` and `write_queue`, which the unit tests drive over the in-memory
 //! pipe (`mem`), with partial writes and a full stream at chosen points.
 //!
 //! Sends combine: a thread that sends while another is writing the socket only appends its
@@ -56,12 +56,11 @@ pub(crate) use backpressure::{DispatchGate, WriteBlock};
 pub(crate) use io::{Io, WriteInterest};
 pub(crate) use listen_points::{ListenPoints, MAX_LISTEN_POINTS};
 pub(crate) use owed::Owed;
-pub(crate) use read::{ReadError, ReadState};
+pub(crate) use read::{Expired, ReadState, Visit};
 pub(crate) use write::{Flush, WriteState};
 
 use crate::giop::Version;
 use crate::lf::Participant;
-use crate::stats::Stats;
 use crate::sync::std_lock as lock;
 use mux::Mux;
 use std::net::{SocketAddr, TcpStream};
@@ -126,7 +125,7 @@ pub(crate) struct Connection<S = TcpStream> {
     /// The byte stream (see the invariants above; [`socket`](Connection::socket) for what
     /// only a socket does).
     io: S,
-    pub(crate) read: Mutex<ReadState>,
+    read: Mutex<ReadState>,
     pub(crate) write: Mutex<WriteState>,
     /// Our request ids and the callers waiting for their replies: the only place a reply is
     /// routed (see [`Mux`]).
@@ -138,7 +137,7 @@ pub(crate) struct Connection<S = TcpStream> {
     /// Whether we sent our BI_DIR_IIOP listen points on this (outbound) connection.
     pub(crate) bidir_announced: AtomicBool,
     /// Senders waiting for the outgoing queue to drain below its bound.
-    pub(crate) drain_waiters: Mutex<Vec<Arc<Participant>>>,
+    drain_waiters: Mutex<Vec<Arc<Participant>>>,
     /// Callers waiting for our non-blocking connect to finish (see
     /// [`add_connect_waiter`](Self::add_connect_waiter)).
     connect_waiters: Mutex<Vec<Arc<Participant>>>,
@@ -154,7 +153,7 @@ pub(crate) struct Connection<S = TcpStream> {
     pub(crate) write_block: WriteBlock,
     closed: AtomicBool,
     /// Bytes this connection has in read buffers, as last reported to the ORB's gauge.
-    pub(crate) accounted: AtomicUsize,
+    accounted: AtomicUsize,
     /// Mirror of the outgoing queue's length, updated under the write lock.
     queued: AtomicUsize,
     /// The GIOP minor version of the last message sent or received here
@@ -284,6 +283,22 @@ impl<S> Connection<S> {
         std::mem::take(&mut *w)
     }
 
+    /// Registers `p` to be completed when the outgoing queue drains under its bound (or the
+    /// connection closes).
+    pub(crate) fn add_drain_waiter(&self, p: &Arc<Participant>) {
+        lock(&self.drain_waiters).push(p.clone());
+    }
+
+    /// Forgets drain waiter `id` (it stopped waiting).
+    pub(crate) fn remove_drain_waiter(&self, id: u64) {
+        lock(&self.drain_waiters).retain(|w| w.id != id);
+    }
+
+    /// The drain waiters, to complete (the queue drained, or the connection closed).
+    pub(crate) fn take_drain_waiters(&self) -> Vec<Arc<Participant>> {
+        std::mem::take(&mut *lock(&self.drain_waiters))
+    }
+
     /// The connect waiters, taken at close (`connecting` stays as it was: it tells the
     /// close which exception the waiters get).
     pub(crate) fn take_connect_waiters(&self) -> Vec<Arc<Participant>> {
@@ -291,18 +306,7 @@ impl<S> Connection<S> {
     }
 }
 
-impl<S: Io> Connection<S> {
-    /// Reads the stream into `rs` (this connection's read state, whose lock the caller holds:
-    /// the leader) until `WouldBlock`, the read budget or enough queued frames; see
-    /// [`ReadState::read_from`]. `Ok(false)` at the end of the stream.
-    pub(crate) fn read_available(
-        &self,
-        rs: &mut ReadState,
-        stats: &Stats,
-    ) -> Result<bool, ReadError> {
-        rs.read_from(self.io.reader(), stats)
-    }
-}
+impl<S: Io> Connection<S> {}
 
 impl Connection<TcpStream> {
     /// The socket, for what only a socket does: registration with the reactor, the connect

@@ -3,12 +3,15 @@
 //! (`handle_bytes`) or reads from any [`Read`] it is handed (`read_from`; the connection hands
 //! it its stream), so its tests use slices and stand-ins.
 
+use super::{Connection, Io};
 use crate::giop::{Frame, FrameError, GiopCodec, Header, HEADER_LEN};
 use crate::stats::Stats;
+use crate::sync::std_lock as lock;
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 use tokio_util::codec::Decoder;
 
 /// The sans-I/O read side: bytes in, frames out.
@@ -36,15 +39,15 @@ pub(crate) struct ReadState {
     codec: GiopCodec,
     frames: VecDeque<Frame>,
     /// The socket may hold unread bytes (we stopped before `WouldBlock`).
-    pub(crate) maybe_readable: bool,
+    pub(super) maybe_readable: bool,
     /// The reactor reported the peer's end of the stream: keep reading until EOF even after
     /// a short read.
-    pub(crate) read_closed: bool,
+    pub(super) read_closed: bool,
     /// Bytes read from the socket so far (the idle sweep's sign of life).
     bytes_in: u64,
     /// The idle sweep's last look: (bytes read, request ids used) then, and since when the
     /// connection has looked the same.
-    pub(crate) sweep_mark: Option<((u64, u32), std::time::Instant)>,
+    sweep_mark: Option<((u64, u32), Instant)>,
     /// The minor version of the last GIOP header received (see `note_header_version`).
     version_seen: Option<u8>,
 }
@@ -253,6 +256,132 @@ impl ReadState {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(ReadError::Io(e)),
             }
+        }
+    }
+}
+
+/// What one visit of the leader got from a connection's read side ([`Connection::visit`]).
+#[derive(Debug)]
+pub(crate) enum Visit {
+    /// The next frame, if one is decoded; `again`: frames or unread bytes are left, so the
+    /// connection goes back on the ready list.
+    Frame(Option<Frame>, bool),
+    /// The peer closed the stream, and no frame is left.
+    Closed,
+    /// Reading the stream failed.
+    Failed(io::Error),
+    /// The peer's bytes broke the protocol.
+    Broken(FrameError),
+}
+
+/// What the idle sweep found a connection to be ([`Connection::sweep_look`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expired {
+    /// Idle for the whole timeout (accepted connections only).
+    Idle,
+    /// A partial message has not grown for the whole timeout.
+    Stalled,
+}
+
+impl<S: Io> Connection<S> {
+    /// The leader's visit (leader only): the next decoded frame, reading the stream first if
+    /// none is decoded and it may hold bytes. `before_read` runs, without the read lock, just
+    /// before the stream is read (the leader releases the writes it holds there). Keeps the
+    /// ORB's read-buffer gauge up to date with what this connection holds.
+    pub(crate) fn visit(&self, stats: &Stats, before_read: Option<impl FnOnce()>) -> Visit {
+        let mut rs = lock(&self.read);
+        let mut frame = rs.poll_frame();
+        let mut eof = false;
+        if frame.is_none() && rs.maybe_readable {
+            if let Some(f) = before_read {
+                drop(rs);
+                f();
+                rs = lock(&self.read);
+            }
+            let read = rs.read_from(self.io.reader(), stats);
+            if let Some(minor) = rs.version_seen() {
+                // Before the frames are handled: a frame that failed to decode counts too.
+                self.note_version(minor);
+            }
+            match read {
+                Ok(true) => {}
+                Ok(false) => {
+                    eof = true;
+                    if let Err(e) = rs.handle_eof() {
+                        return Visit::Broken(e);
+                    }
+                }
+                Err(ReadError::Io(e)) => return Visit::Failed(e),
+                Err(ReadError::Frame(e)) => return Visit::Broken(e),
+            }
+            frame = rs.poll_frame();
+        }
+        let now = rs.buffered();
+        // Nothing to account when it is unchanged: skip the atomic swap. (`forget_buffered`
+        // swaps it to 0 without the read lock; either order accounts each byte once.)
+        if self.accounted.load(Ordering::Relaxed) != now {
+            let before = self.accounted.swap(now, Ordering::Relaxed);
+            stats.account_buffer(before, now);
+        }
+        if eof {
+            if frame.is_none() {
+                return Visit::Closed;
+            }
+            // Serve what arrived before the end, then close on the next visit.
+            rs.maybe_readable = true;
+            return Visit::Frame(frame, true);
+        }
+        Visit::Frame(frame, rs.has_frames() || rs.maybe_readable)
+    }
+}
+
+impl<S: Io> Connection<S> {
+    /// The reactor reported the stream readable, or its end (`read_closed`).
+    pub(crate) fn mark_readable(&self, read_closed: bool) {
+        let mut rs = lock(&self.read);
+        rs.maybe_readable = true;
+        rs.read_closed |= read_closed;
+    }
+
+    /// Drops this connection's share of the ORB's read-buffer gauge (at close).
+    pub(crate) fn forget_buffered(&self, stats: &Stats) {
+        let held = self.accounted.swap(0, Ordering::Relaxed);
+        stats.account_buffer(held, 0);
+    }
+
+    /// The idle sweep's look at this connection at `now` (leader only): expired once it has
+    /// looked the same (no byte read, no request id used) for `timeout` while it was idle, or
+    /// while a partial message sat in its buffer. Busy connections (a reply owed or awaited,
+    /// upcalls, bytes to send, reading stopped) never expire. Only accepted connections
+    /// expire for idling: closing one of ours could race a caller that has just picked it
+    /// from the cache, and fail a call that was never sent (the server at the other end
+    /// closes it with CloseConnection, after which our callers resend). A stalled partial
+    /// message expires either way.
+    pub(crate) fn sweep_look(&self, now: Instant, timeout: Duration) -> Option<Expired> {
+        let busy = self.dispatch.dispatching() > 0
+            || self.queued_bytes() > 0
+            || self.dispatch.is_paused()
+            || self.write_block.is_blocked()
+            || !self.mux.is_idle()
+            || !self.owed.is_empty();
+        let mut rs = lock(&self.read);
+        let partial = rs.buffered() > 0;
+        let sign = (rs.bytes_in(), self.mux.ids_used());
+        let candidate =
+            !busy && !rs.has_frames() && (partial || self.origin == super::Origin::Inbound);
+        let expired = match rs.sweep_mark {
+            Some((seen, since)) if candidate && seen == sign => {
+                now.saturating_duration_since(since) >= timeout
+            }
+            _ => {
+                rs.sweep_mark = Some((sign, now));
+                false
+            }
+        };
+        match (expired, partial) {
+            (false, _) => None,
+            (true, true) => Some(Expired::Stalled),
+            (true, false) => Some(Expired::Idle),
         }
     }
 }

@@ -3,10 +3,9 @@
 //! peer holds (the idle sweep). The timers' state is `timers.rs`'s `Housekeeping`; this file
 //! is what the leader does when they are due.
 
-use crate::connection::{CloseCause, Origin};
+use crate::connection::{CloseCause, Expired, Origin};
 use crate::orb::OrbInner;
 use crate::reactor::Entry;
-use crate::sync::std_lock as lock;
 use std::io;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -57,45 +56,24 @@ impl OrbInner {
             if c.is_closed() {
                 continue;
             }
-            // Busy: a reply owed or awaited, upcalls, bytes to send, or reading stopped by us.
-            let busy = c.dispatch.dispatching() > 0
-                || c.queued_bytes() > 0
-                || c.dispatch.is_paused()
-                || c.write_block.is_blocked()
-                || !c.mux.is_idle()
-                || !c.owed.is_empty();
-            let mut rs = lock(&c.read);
-            let partial = rs.buffered() > 0;
-            let sign = (rs.bytes_in(), c.mux.ids_used());
-            // Only accepted connections are closed for idling: closing one of ours could race
-            // a caller that has just picked it from the cache, and fail a call that was never
-            // sent. The server at the other end closes it with CloseConnection, after which
-            // our callers resend. A stalled partial message is dropped either way.
-            let candidate = !busy && !rs.has_frames() && (partial || c.origin == Origin::Inbound);
-            let expired = match rs.sweep_mark {
-                Some((seen, since)) if candidate && seen == sign => {
-                    now.saturating_duration_since(since) >= timeout
-                }
-                _ => {
-                    rs.sweep_mark = Some((sign, now));
-                    false
-                }
-            };
-            drop(rs);
-            if !expired {
+            let Some(expired) = c.sweep_look(now, timeout) else {
                 continue;
-            }
+            };
             self.stats
                 .connections_timed_out
                 .fetch_add(1, Ordering::Relaxed);
-            if partial {
-                tracing::debug!(peer = %c.peer, "partial message stalled; closing connection");
-                self.close_connection(&c, CloseCause::Io("partial message stalled".into()));
-            } else {
-                tracing::debug!(peer = %c.peer, "idle connection closed");
-                // Inbound only (see above): as the server, we may always send CloseConnection.
-                self.send_close_connection(&c);
-                self.close_connection(&c, CloseCause::Io("idle timeout".into()));
+            match expired {
+                Expired::Stalled => {
+                    tracing::debug!(peer = %c.peer, "partial message stalled; closing connection");
+                    self.close_connection(&c, CloseCause::Io("partial message stalled".into()));
+                }
+                Expired::Idle => {
+                    tracing::debug!(peer = %c.peer, "idle connection closed");
+                    // Accepted connections only: as the server, we may always send
+                    // CloseConnection.
+                    self.send_close_connection(&c);
+                    self.close_connection(&c, CloseCause::Io("idle timeout".into()));
+                }
             }
         }
     }

@@ -22,7 +22,7 @@
 //! messages; an accept that failed (out of file descriptors) is retried after a back-off,
 //! since the connections left in the listen backlog raise no new readiness event.
 
-use crate::connection::{CloseCause, Connection, Origin, ReadError, MAX_LISTEN_POINTS};
+use crate::connection::{CloseCause, Connection, Origin, Visit, MAX_LISTEN_POINTS};
 use crate::exception::{minor, CompletionStatus, SystemException, SystemExceptionKind};
 use crate::giop::{
     context_id, write_locate_reply, write_message_error, BiDirListenPoints, Deadline, Frame,
@@ -33,7 +33,6 @@ use crate::orb::OrbInner;
 use crate::reactor::{Entry, Ready};
 use crate::servant::Context;
 use crate::server::dispatch::ReplyBody;
-use crate::sync::std_lock as lock;
 use crate::upcall::{current_chain, current_depth, Upcall};
 use bytes::{Bytes, BytesMut};
 use std::sync::atomic::Ordering;
@@ -220,10 +219,7 @@ impl OrbInner {
                     self.flush(&c);
                 }
                 if ev.readable || ev.read_closed {
-                    let mut rs = lock(&c.read);
-                    rs.maybe_readable = true;
-                    rs.read_closed |= ev.read_closed;
-                    drop(rs);
+                    c.mark_readable(ev.read_closed);
                     if first.is_none() {
                         *first = Some(c);
                     } else {
@@ -250,64 +246,27 @@ impl OrbInner {
             conn.write_block.block();
             return None;
         }
-        let mut rs = lock(&conn.read);
-        let mut frame = rs.poll_frame();
-        let mut eof = false;
-        if frame.is_none() && rs.maybe_readable {
-            if held.is_some() {
-                drop(rs);
-                self.release_writes(held);
-                rs = lock(&conn.read);
-            }
-            let read = conn.read_available(&mut rs, &self.stats);
-            if let Some(minor) = rs.version_seen() {
-                // Before the frames are handled: a frame that failed to decode counts too.
-                conn.note_version(minor);
-            }
-            match read {
-                Ok(true) => {}
-                Ok(false) => {
-                    eof = true;
-                    if let Err(e) = rs.handle_eof() {
-                        drop(rs);
-                        self.protocol_error(conn, e);
-                        return None;
-                    }
+        let release = held.is_some().then_some(|| self.release_writes(held));
+        match conn.visit(&self.stats, release) {
+            Visit::Frame(frame, again) => {
+                if again {
+                    self.reactor.push_ready(conn.clone());
                 }
-                Err(ReadError::Io(e)) => {
-                    drop(rs);
-                    self.close_connection(conn, CloseCause::Io(e.to_string()));
-                    return None;
-                }
-                Err(ReadError::Frame(e)) => {
-                    drop(rs);
-                    self.protocol_error(conn, e);
-                    return None;
-                }
+                frame
             }
-            frame = rs.poll_frame();
-        }
-        let now = rs.buffered();
-        // Nothing to account when it is unchanged: skip the atomic swap. (`close_connection`
-        // swaps it to 0 without the read lock; either order accounts each byte once.)
-        if conn.accounted.load(Ordering::Relaxed) != now {
-            let before = conn.accounted.swap(now, Ordering::Relaxed);
-            self.stats.account_buffer(before, now);
-        }
-        let more = rs.has_frames() || rs.maybe_readable;
-        drop(rs);
-        if eof {
-            if frame.is_none() {
+            Visit::Closed => {
                 self.close_connection(conn, CloseCause::Io("closed by peer".into()));
-                return None;
+                None
             }
-            // Serve what arrived before the end, then close on the next visit.
-            lock(&conn.read).maybe_readable = true;
-            self.reactor.push_ready(conn.clone());
-        } else if more {
-            self.reactor.push_ready(conn.clone());
+            Visit::Failed(e) => {
+                self.close_connection(conn, CloseCause::Io(e.to_string()));
+                None
+            }
+            Visit::Broken(e) => {
+                self.protocol_error(conn, e);
+                None
+            }
         }
-        frame
     }
 
     fn handle_frame(&self, conn: &Arc<Connection>, frame: Frame, p: &Arc<Participant>) -> Handled {
