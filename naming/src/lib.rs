@@ -2,11 +2,11 @@
 //! `omniNames`), spoken in plain CDR over GIOP (WIRE-GIOP §7.3).
 //!
 //! It is a crate of its own because it is an *application* of the ORB, not part of it: it is
-//! built only on the `orb` crate's public API ([`ObjectProxy::invoke_cdr`] to send a request
-//! with CDR parameters and get the raw [`Reply`] back, [`orb::cdr`] and [`orb::giop`] to encode
-//! names and decode replies and exceptions). The core crate neither knows about it nor gives it
-//! anything other users could not have; a program that does not use a naming service does
-//! not build it.
+//! built only on the `orb` crate's stable public API ([`ObjectProxy::invoke_cdr`] to send a
+//! request with CDR parameters and get the results or a user exception back, [`orb::cdr`] to
+//! encode names and decode results and exceptions). The core crate neither knows about it nor
+//! gives it anything other users could not have; a program that does not use a naming service
+//! does not build it.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -48,8 +48,9 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 
 use bytes::Bytes;
-use orb::cdr::{CdrReader, CdrWriter, DecodeError, DecodeErrorKind, DecodeResultExt};
-use orb::giop::{decode_system_exception, Body, Reply, ReplyStatus};
+use orb::cdr::{
+    CdrBody, CdrReader, CdrReply, CdrWriter, DecodeError, DecodeErrorKind, DecodeResultExt,
+};
 use orb::{
     minor, CompletionStatus, ObjectProxy, ObjectRef, Orb, SystemException, SystemExceptionKind,
 };
@@ -429,8 +430,8 @@ impl NamingContext {
     /// Resolves `name` to the object (or context) reference bound to it.
     pub fn resolve(&self, name: &Name) -> Result<ObjectRef, NamingError> {
         check_name(name)?;
-        let reply = self.call("resolve", &|w| write_name(w, name))?;
-        read_body(&reply.body, ObjectRef::decode)
+        let results = self.call("resolve", &|w| write_name(w, name))?;
+        read_body(&results, ObjectRef::decode)
     }
 
     /// Resolves `name` to a naming context.
@@ -446,8 +447,8 @@ impl NamingContext {
         if name.contains('\0') {
             return Err(NamingError::InvalidName);
         }
-        let reply = self.call("resolve_str", &|w| w.write_string(name))?;
-        read_body(&reply.body, ObjectRef::decode)
+        let results = self.call("resolve_str", &|w| w.write_string(name))?;
+        read_body(&results, ObjectRef::decode)
     }
 
     /// Removes the binding of `name`.
@@ -458,16 +459,16 @@ impl NamingContext {
 
     /// Creates a new context (on the same server), bound to no name.
     pub fn new_context(&self) -> Result<NamingContext, NamingError> {
-        let reply = self.call("new_context", &|_| {})?;
-        let r = read_body(&reply.body, ObjectRef::decode)?;
+        let results = self.call("new_context", &|_| {})?;
+        let r = read_body(&results, ObjectRef::decode)?;
         Ok(self.context(r))
     }
 
     /// Creates a new context and binds it to `name`.
     pub fn bind_new_context(&self, name: &Name) -> Result<NamingContext, NamingError> {
         check_name(name)?;
-        let reply = self.call("bind_new_context", &|w| write_name(w, name))?;
-        let r = read_body(&reply.body, ObjectRef::decode)?;
+        let results = self.call("bind_new_context", &|w| write_name(w, name))?;
+        let r = read_body(&results, ObjectRef::decode)?;
         Ok(self.context(r))
     }
 
@@ -502,11 +503,11 @@ impl NamingContext {
         };
         let it = self.iterator(it);
         let result = loop {
-            let reply = match self.call_on(&it, "next_n", &|w| w.write_u32(batch)) {
+            let results = match self.call_on(&it, "next_n", &|w| w.write_u32(batch)) {
                 Ok(r) => r,
                 Err(e) => break Err(e),
             };
-            let next = read_body(&reply.body, |r| {
+            let next = read_body(&results, |r| {
                 let more = r.read_bool().field("return")?;
                 let list = read_binding_list(r).field("bl")?;
                 Ok((more, list))
@@ -539,8 +540,8 @@ impl NamingContext {
 
     /// `list(how_many)`: the bindings and the iterator (`None` when nil).
     fn list_raw(&self, how_many: u32) -> Result<(Vec<Binding>, Option<ObjectRef>), NamingError> {
-        let reply = self.call("list", &|w| w.write_u32(how_many))?;
-        read_body(&reply.body, |r| {
+        let results = self.call("list", &|w| w.write_u32(how_many))?;
+        read_body(&results, |r| {
             let list = read_binding_list(r).field("bl")?;
             let it = ObjectRef::decode(r).field("bi")?;
             Ok((list, (!it.is_nil()).then_some(it)))
@@ -560,20 +561,20 @@ impl NamingContext {
         ObjectProxy::new(self.proxy.orb(), it)
     }
 
-    /// Calls `op` on this context and returns the reply if it is NO_EXCEPTION.
-    fn call(&self, op: &str, body: &dyn Fn(&mut CdrWriter<'_>)) -> Result<Reply, NamingError> {
+    /// Calls `op` on this context and returns its results.
+    fn call(&self, op: &str, body: &dyn Fn(&mut CdrWriter<'_>)) -> Result<CdrBody, NamingError> {
         self.call_on(&self.proxy, op, body)
     }
 
     /// Calls `op` on `target` (a two-way call with CDR parameters, through the ORB's public
-    /// [`ObjectProxy::invoke_cdr`]) and returns the reply if it is NO_EXCEPTION; other replies
-    /// are decoded into the error they stand for.
+    /// [`ObjectProxy::invoke_cdr`]) and returns its results; a user exception is decoded into
+    /// the error it stands for (a system exception already is one).
     fn call_on(
         &self,
         target: &ObjectProxy,
         op: &str,
         body: &dyn Fn(&mut CdrWriter<'_>),
-    ) -> Result<Reply, NamingError> {
+    ) -> Result<CdrBody, NamingError> {
         let reply = target.invoke_cdr(op, body, self.timeout)?;
         check_reply(reply)
     }
@@ -653,31 +654,23 @@ fn bad_reply(what: &str, e: &DecodeError) -> NamingError {
     ))
 }
 
-/// Decodes a NO_EXCEPTION body with `f`.
+/// Decodes the results of a call with `f`.
 fn read_body<T>(
-    body: &Body,
+    body: &CdrBody,
     f: impl FnOnce(&mut CdrReader<'_>) -> Result<T, DecodeError>,
 ) -> Result<T, NamingError> {
     let mut r = body.reader();
     f(&mut r).map_err(|e| bad_reply("naming reply does not decode", &e))
 }
 
-/// The reply itself if it is NO_EXCEPTION, else the error it carries.
-fn check_reply(reply: Reply) -> Result<Reply, NamingError> {
-    match reply.header.status {
-        ReplyStatus::NoException => Ok(reply),
-        ReplyStatus::UserException => Err(decode_user_exception(&reply.body)),
-        ReplyStatus::SystemException => {
-            Err(match decode_system_exception(&mut reply.body.reader()) {
-                Ok(e) => NamingError::System(e),
-                Err(e) => bad_reply("system exception does not decode", &e),
-            })
-        }
-        s => Err(NamingError::System(SystemException::marshal(
-            minor::BAD_REPLY,
-            CompletionStatus::Maybe,
-            format!("unexpected reply status {s:?} from the naming service"),
-        ))),
+/// The results of a call, or the naming exception it raised.
+fn check_reply(reply: CdrReply) -> Result<CdrBody, NamingError> {
+    match reply {
+        CdrReply::NoException(results) => Ok(results),
+        CdrReply::UserException {
+            repository_id,
+            members,
+        } => Err(decode_user_exception(&repository_id, &members)),
     }
 }
 
@@ -704,14 +697,10 @@ fn decode_cannot_proceed(r: &mut CdrReader<'_>) -> Result<NamingError, DecodeErr
     })
 }
 
-/// Decodes a USER_EXCEPTION body (repository id, then the members) into a [`NamingError`].
-fn decode_user_exception(body: &Body) -> NamingError {
-    let mut r = body.reader();
-    let id = match r.read_string_bytes() {
-        Ok(id) => String::from_utf8_lossy(id).into_owned(),
-        Err(e) => return bad_reply("user exception does not decode", &e),
-    };
-    let decoded = match id.as_str() {
+/// Decodes a user exception (its repository id, and its members) into a [`NamingError`].
+fn decode_user_exception(id: &str, members: &CdrBody) -> NamingError {
+    let mut r = members.reader();
+    let decoded = match id {
         exception_id::NOT_FOUND => decode_not_found(&mut r),
         exception_id::CANNOT_PROCEED => decode_cannot_proceed(&mut r),
         exception_id::INVALID_NAME => Ok(NamingError::InvalidName),
@@ -742,17 +731,20 @@ mod tests {
     };
     use tokio_util::codec::Decoder;
 
-    fn reply_of(bytes: &[u8]) -> Reply {
+    /// What a naming call makes of the reply frame `bytes`: the ORB's side (as
+    /// `ObjectProxy::invoke_cdr` decodes it), then this crate's.
+    fn outcome(bytes: &[u8]) -> Result<CdrBody, NamingError> {
         let mut codec = GiopCodec::new(1 << 20);
         let mut buf = BytesMut::from(bytes);
         let frame = codec
             .decode(&mut buf)
             .expect("frame decodes")
             .expect("whole frame");
-        match frame.message {
+        let reply = match frame.message {
             Message::Reply(r) => r,
             m => panic!("not a reply: {m:?}"),
-        }
+        };
+        check_reply(reply.into_cdr_reply()?)
     }
 
     /// WIRE-GIOP §7.3: the golden `resolve` request for `[("echoLE","svc")]`, request id 8.
@@ -806,9 +798,8 @@ mod tests {
 
     #[test]
     fn not_found_reply_decodes() {
-        let reply = reply_of(&le_reply(8, 1, &golden_not_found_body()));
         assert_eq!(
-            check_reply(reply).unwrap_err(),
+            outcome(&le_reply(8, 1, &golden_not_found_body())).unwrap_err(),
             NamingError::NotFound {
                 why: NotFoundReason::MissingNode,
                 rest_of_name: Name::simple("missing", ""),
@@ -833,8 +824,8 @@ mod tests {
         body.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0]);
         body.extend_from_slice(&u32::try_from(data.len()).unwrap().to_le_bytes());
         body.extend_from_slice(&data);
-        let reply = check_reply(reply_of(&le_reply(8, 0, &body))).unwrap();
-        let r = read_body(&reply.body, ObjectRef::decode).unwrap();
+        let results = outcome(&le_reply(8, 0, &body)).unwrap();
+        let r = read_body(&results, ObjectRef::decode).unwrap();
         assert_eq!(r.type_id(), "IDL:demo/Echo:1.0");
         let p = r.primary().unwrap();
         assert_eq!((p.host.as_str(), p.port), ("127.0.0.1", 28090));
@@ -851,14 +842,11 @@ mod tests {
             let mut body = u32::try_from(id.len() + 1).unwrap().to_le_bytes().to_vec();
             body.extend_from_slice(id.as_bytes());
             body.push(0);
-            assert_eq!(
-                check_reply(reply_of(&le_reply(2, 1, &body))).unwrap_err(),
-                want
-            );
+            assert_eq!(outcome(&le_reply(2, 1, &body)).unwrap_err(), want);
         }
         let mut body = 12u32.to_le_bytes().to_vec();
         body.extend_from_slice(b"IDL:x/Y:1.0\0");
-        match check_reply(reply_of(&le_reply(2, 1, &body))).unwrap_err() {
+        match outcome(&le_reply(2, 1, &body)).unwrap_err() {
             NamingError::System(e) => assert_eq!(e.kind, SystemExceptionKind::UNKNOWN),
             e => panic!("{e:?}"),
         }
@@ -870,7 +858,7 @@ mod tests {
         body.extend_from_slice(b"IDL:omg.org/CORBA/BAD_OPERATION:1.0\0");
         body.extend_from_slice(&0x4154_0026u32.to_le_bytes());
         body.extend_from_slice(&1u32.to_le_bytes());
-        match check_reply(reply_of(&le_reply(12, 2, &body))).unwrap_err() {
+        match outcome(&le_reply(12, 2, &body)).unwrap_err() {
             NamingError::System(e) => {
                 assert_eq!(e.kind, SystemExceptionKind::BAD_OPERATION);
                 assert_eq!(e.minor, 0x4154_0026);
@@ -884,8 +872,7 @@ mod tests {
     fn malformed_replies_are_marshal_errors_not_panics() {
         let full = golden_not_found_body();
         for cut in 0..full.len() {
-            let reply = reply_of(&le_reply(8, 1, &full[..cut]));
-            match check_reply(reply).unwrap_err() {
+            match outcome(&le_reply(8, 1, &full[..cut])).unwrap_err() {
                 NamingError::System(e) => assert_eq!(e.kind, SystemExceptionKind::MARSHAL),
                 e => panic!("cut {cut}: {e:?}"),
             }
@@ -894,19 +881,19 @@ mod tests {
         let mut bad = full.clone();
         bad[56] = 7;
         assert!(matches!(
-            check_reply(reply_of(&le_reply(8, 1, &bad))).unwrap_err(),
+            outcome(&le_reply(8, 1, &bad)).unwrap_err(),
             NamingError::System(_)
         ));
         // A huge component count.
         let mut bad = full;
         bad[60..64].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(matches!(
-            check_reply(reply_of(&le_reply(8, 1, &bad))).unwrap_err(),
+            outcome(&le_reply(8, 1, &bad)).unwrap_err(),
             NamingError::System(_)
         ));
         // Truncated list bodies.
-        let reply = reply_of(&le_reply(3, 0, &[2, 0, 0, 0, 1]));
-        assert!(read_body(&reply.body, read_binding_list).is_err());
+        let results = outcome(&le_reply(3, 0, &[2, 0, 0, 0, 1])).unwrap();
+        assert!(read_body(&results, read_binding_list).is_err());
     }
 
     #[test]

@@ -3,10 +3,9 @@
 
 use bytes::{Bytes, BytesMut};
 use orb::cdr::{encapsulate, ByteOrder, CdrReader, CdrWriter, DecodeErrorKind};
-use orb::giop::Version;
 use orb::{
     minor, IiopProfile, IorError, ObjectRef, SystemException, SystemExceptionKind, TaggedComponent,
-    TaggedProfile,
+    TaggedProfile, Version,
 };
 use proptest::prelude::*;
 use prost::Message as _;

@@ -64,20 +64,47 @@ impl ObjectProxy {
         self.orb.invoke_oneway(&self.target, operation, body)
     }
 
-    /// A two-way call whose parameters are not one protobuf octet sequence: `body` writes the
-    /// CDR-encoded parameters (for plain CORBA interfaces, e.g. an `in Object` parameter written
-    /// with [`ObjectRef::encode`]). Returns the raw reply (any status) for the caller to decode
-    /// with [`Body::reader`](crate::giop::Body::reader).
+    /// A two-way call of a plain CORBA (IDL) operation, whose parameters are not one protobuf
+    /// octet sequence: `body` writes the CDR-encoded `in` and `inout` parameters, in order
+    /// (e.g. an `in Object` parameter with [`ObjectRef::encode`]). Returns the results or the
+    /// user exception the operation raised, for the caller to decode with
+    /// [`CdrBody::reader`](crate::cdr::CdrBody::reader); a system exception in the reply is the
+    /// error, as is a failed call.
+    ///
+    /// ```no_run
+    /// use orb::cdr::CdrReply;
+    /// use orb::{ObjectProxy, Orb};
+    ///
+    /// let orb = Orb::builder().threads(0).build()?;
+    /// let calc = orb.string_to_object("corbaloc::127.0.0.1:2809/Calculator")?;
+    /// // IDL: long add(in long a, in long b) raises (Overflow);
+    /// let reply = ObjectProxy::new(&orb, calc).invoke_cdr(
+    ///     "add",
+    ///     &|w| {
+    ///         w.write_i32(2);
+    ///         w.write_i32(3);
+    ///     },
+    ///     None,
+    /// )?;
+    /// match reply {
+    ///     CdrReply::NoException(results) => assert_eq!(results.reader().read_i32()?, 5),
+    ///     CdrReply::UserException { repository_id, .. } => {
+    ///         assert_eq!(repository_id, "IDL:demo/Calculator/Overflow:1.0")
+    ///     }
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn invoke_cdr(
         &self,
         operation: &str,
         body: &dyn Fn(&mut crate::cdr::CdrWriter<'_>),
         timeout: Option<Duration>,
-    ) -> Result<crate::giop::Reply, SystemException> {
+    ) -> Result<crate::cdr::CdrReply, SystemException> {
         self.orb
             .inner
             .call(&self.target, operation, true, body, timeout)?
-            .ok_or_else(|| SystemException::internal("two-way call without reply"))
+            .ok_or_else(|| SystemException::internal("two-way call without reply"))?
+            .into_cdr_reply()
     }
 
     /// Asks the object whether it implements `repository_id` (remote `_is_a`).

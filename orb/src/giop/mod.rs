@@ -32,7 +32,7 @@ pub use service_context::{
     context_id, BiDirListenPoints, CallChain, Deadline, ServiceContext, ServiceContextList,
 };
 
-use crate::cdr::{ByteOrder, CdrReader};
+use crate::cdr::{ByteOrder, CdrBody, CdrReader};
 pub use crate::version::Version;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 /// The operation name's type in a decoded request: UTF-8 sharing the received frame's
@@ -64,6 +64,11 @@ impl Body {
     /// A reader over the body with the message's alignment origin and byte order.
     pub fn reader(&self) -> CdrReader<'_> {
         CdrReader::with_offset(&self.bytes, self.order, self.offset)
+    }
+
+    /// The body as the stable API shows it to callers of plain CORBA operations.
+    pub fn into_cdr_body(self) -> CdrBody {
+        CdrBody::new(self.bytes, self.offset, self.order)
     }
 
     /// Decodes a body that is a single `sequence<octet>` (how protobuf parameters travel) and

@@ -8,7 +8,9 @@
 //! ```
 
 use super::{begin_message, end_message, rest_as_body, Body, MsgType, ServiceContextList, Version};
-use crate::cdr::{ByteOrder, CdrReader, CdrWriter, DecodeError, DecodeErrorKind, DecodeResultExt};
+use crate::cdr::{
+    ByteOrder, CdrReader, CdrReply, CdrWriter, DecodeError, DecodeErrorKind, DecodeResultExt,
+};
 use crate::exception::{minor, CompletionStatus, SystemException, SystemExceptionKind};
 use bytes::{Bytes, BytesMut};
 
@@ -67,6 +69,55 @@ pub struct Reply {
     pub header: ReplyHeader,
     /// The body, a zero-copy slice of the frame.
     pub body: Body,
+}
+
+impl Reply {
+    /// The reply as [`ObjectProxy::invoke_cdr`](crate::ObjectProxy::invoke_cdr) returns it:
+    /// the results, or a user exception split into its repository id and members.
+    ///
+    /// A system exception is the error, decoded (MARSHAL, COMPLETED_MAYBE, if it does not
+    /// decode); so is a user exception whose id does not decode (MARSHAL, COMPLETED_YES), and
+    /// any other status (a forward the ORB stopped following, NEEDS_ADDRESSING_MODE): MARSHAL,
+    /// COMPLETED_NO, as for calls through [`ObjectProxy::invoke`](crate::ObjectProxy::invoke).
+    pub fn into_cdr_reply(self) -> Result<CdrReply, SystemException> {
+        match self.header.status {
+            ReplyStatus::NoException => Ok(CdrReply::NoException(self.body.into_cdr_body())),
+            ReplyStatus::UserException => {
+                let mut r = self.body.reader();
+                let id = r.read_string_bytes().field("exception_id").map_err(|e| {
+                    SystemException::marshal(
+                        minor::BAD_REPLY,
+                        CompletionStatus::Yes,
+                        format!("user exception does not decode: {e}"),
+                    )
+                })?;
+                let repository_id = String::from_utf8_lossy(id).into_owned();
+                let read = self.body.bytes.len() - r.remaining();
+                let members = Body {
+                    bytes: self.body.bytes.slice(read..),
+                    offset: self.body.offset + read,
+                    order: self.body.order,
+                };
+                Ok(CdrReply::UserException {
+                    repository_id,
+                    members: members.into_cdr_body(),
+                })
+            }
+            ReplyStatus::SystemException => Err(decode_system_exception(&mut self.body.reader())
+                .unwrap_or_else(|e| {
+                    SystemException::marshal(
+                        minor::BAD_REPLY,
+                        CompletionStatus::Maybe,
+                        format!("system exception does not decode: {e}"),
+                    )
+                })),
+            s => Err(SystemException::marshal(
+                minor::BAD_REPLY,
+                CompletionStatus::No,
+                format!("unsupported reply status {s:?}"),
+            )),
+        }
+    }
 }
 
 /// Decodes a Reply message (reader positioned at offset 12 of `msg`).

@@ -13,7 +13,7 @@
 //! a connection of its own to our listener.
 
 use bytes::{BufMut, Bytes, BytesMut};
-use orb::giop::{decode_system_exception, Reply, ReplyStatus};
+use orb::cdr::CdrReply;
 use orb::{Context, Exception, ObjectProxy, ObjectRef, Orb, OrbStats, Servant, SystemException};
 use orb_interop::{payload, peers, start_server, Dir, Peers, Seen, Tap};
 use std::io::Write;
@@ -96,17 +96,6 @@ struct Run {
     server_log: String,
 }
 
-/// What a non-NO_EXCEPTION reply carried.
-fn describe(reply: &Reply) -> String {
-    match reply.header.status {
-        ReplyStatus::SystemException => match decode_system_exception(&mut reply.body.reader()) {
-            Ok(e) => format!("system exception {e}"),
-            Err(e) => format!("undecodable system exception: {e}"),
-        },
-        s => format!("reply status {s:?}"),
-    }
-}
-
 /// Starts `interop_server --hub <server_opts>`, and our ORB (one pool thread, listening on
 /// 127.0.0.1, BiDir `our_bidir`) with a callback servant; registers the callback with the Hub
 /// through a tap, fires once per [`FIRES`] size, and collects what happened.
@@ -140,12 +129,14 @@ fn scenario(peers: &Peers, server_opts: &[&str], our_bidir: bool) -> Run {
 
     let proxy = ObjectProxy::new(&orb, hub);
     let register = match proxy.invoke_cdr("registerCb", &|w| callback.encode(w), TIMEOUT) {
-        Ok(r) if r.header.status == ReplyStatus::NoException && r.body.bytes.is_empty() => Ok(()),
-        Ok(r) if r.header.status == ReplyStatus::NoException => {
-            Err(format!("unexpected result body {:?}", r.body.bytes))
+        Ok(CdrReply::NoException(results)) if results.as_bytes().is_empty() => Ok(()),
+        Ok(CdrReply::NoException(results)) => {
+            Err(format!("unexpected result body {:?}", results.as_bytes()))
         }
-        Ok(r) => Err(describe(&r)),
-        Err(e) => Err(format!("{e}")),
+        Ok(CdrReply::UserException { repository_id, .. }) => {
+            Err(format!("user exception {repository_id}"))
+        }
+        Err(e) => Err(format!("system exception {e}")),
     };
     let mut fires = Vec::new();
     if register.is_ok() {

@@ -3,8 +3,7 @@
 
 use bytes::Bytes;
 use orb::cdr::{encapsulate, ByteOrder};
-use orb::giop::Version;
-use orb::{IiopProfile, ObjectRef, Orb, TaggedComponent};
+use orb::{IiopProfile, ObjectRef, Orb, TaggedComponent, Version};
 use orb_interop::{
     peers, run, run_client, start_server, tool, EchoServant, Outcome, ECHO_ID, PEER_TIMEOUT,
 };
