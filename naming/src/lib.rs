@@ -4,9 +4,9 @@
 //! It is a crate of its own because it is an *application* of the ORB, not part of it: it is
 //! built only on the `orb` crate's stable public API ([`ObjectProxy::invoke_cdr`] to send a
 //! request with CDR parameters and get the results or a user exception back, [`orb::cdr`] to
-//! encode names and decode results and exceptions). The core crate neither knows about it nor
-//! gives it anything other users could not have; a program that does not use a naming service
-//! does not build it.
+//! encode names and decode results and exceptions), without the `unstable-wire` feature. The
+//! core crate neither knows about it nor gives it anything other users could not have; a
+//! program that does not use a naming service does not build it.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -725,6 +725,8 @@ mod tests {
     use super::*;
     use bytes::BytesMut;
     use orb::cdr::ByteOrder;
+    // Forging and decoding raw GIOP messages takes the wire layer: these tests (only) build
+    // against the orb crate with its `unstable-wire` feature (see Cargo.toml).
     use orb::giop::{
         write_request, GiopCodec, Message, RequestHeader, ServiceContextList, TargetAddress,
         Version,

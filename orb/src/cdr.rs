@@ -16,6 +16,10 @@
 //!
 //! The reader never allocates on the strength of a length it read: every length is checked
 //! against the bytes that are actually left before anything is copied.
+//!
+//! How a GIOP message positions a stream (a writer or reader that starts at a given offset
+//! from the alignment origin, a protobuf message written in place) is public only with the
+//! `unstable-wire` feature.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use std::fmt;
@@ -208,27 +212,32 @@ impl<'a> CdrWriter<'a> {
         }
     }
 
-    /// A writer whose next byte sits at logical position `offset` from the alignment origin
-    /// (a GIOP 1.0 body that follows its header directly).
-    pub fn with_offset(buf: &'a mut BytesMut, order: ByteOrder, offset: usize) -> Self {
-        let start = buf.len();
-        CdrWriter {
-            buf,
-            start,
-            base: offset,
-            order,
+    wire_pub! {
+        /// A writer whose next byte sits at logical position `offset` from the alignment origin
+        /// (a GIOP 1.0 body that follows its header directly).
+        #[cfg(any(test, feature = "unstable-wire"))]
+        fn with_offset(buf: &'a mut BytesMut, order: ByteOrder, offset: usize) -> Self {
+            let start = buf.len();
+            CdrWriter {
+                buf,
+                start,
+                base: offset,
+                order,
+            }
         }
     }
 
-    /// A writer whose alignment origin is `origin`, an index into `buf` at or before its end
-    /// (the `G` of a GIOP header written earlier into the same buffer).
-    pub fn with_origin(buf: &'a mut BytesMut, order: ByteOrder, origin: usize) -> Self {
-        debug_assert!(origin <= buf.len());
-        CdrWriter {
-            buf,
-            start: origin,
-            base: 0,
-            order,
+    wire_pub! {
+        /// A writer whose alignment origin is `origin`, an index into `buf` at or before its end
+        /// (the `G` of a GIOP header written earlier into the same buffer).
+        fn with_origin(buf: &'a mut BytesMut, order: ByteOrder, origin: usize) -> Self {
+            debug_assert!(origin <= buf.len());
+            CdrWriter {
+                buf,
+                start: origin,
+                base: 0,
+                order,
+            }
         }
     }
 
@@ -242,9 +251,11 @@ impl<'a> CdrWriter<'a> {
         self.base + (self.buf.len() - self.start)
     }
 
-    /// Index in the underlying buffer of the next byte.
-    pub fn buffer_index(&self) -> usize {
-        self.buf.len()
+    wire_pub! {
+        /// Index in the underlying buffer of the next byte.
+        fn buffer_index(&self) -> usize {
+            self.buf.len()
+        }
     }
 
     /// Pads with zeros to a multiple of `n` (1, 2, 4 or 8).
@@ -288,18 +299,21 @@ impl<'a> CdrWriter<'a> {
         self.buf.put_slice(bytes);
     }
 
-    /// Writes the protobuf message `m` as a `sequence<octet>`, encoding it in place (the
-    /// count is patched in afterwards, so it is the number of bytes written).
-    ///
-    /// # Panics
-    /// If the encoding is longer than `u32::MAX` (callers enforce the message size limit first).
-    pub fn write_message<M: prost::Message>(&mut self, m: &M) {
-        self.align(4);
-        let len_at = self.buf.len();
-        self.buf.put_u32(0);
-        m.encode_raw(self.buf);
-        let len = u32::try_from(self.buf.len() - len_at - 4).expect("CDR length over 4 GiB");
-        self.patch_u32_at(len_at, len);
+    wire_pub! {
+        /// Writes the protobuf message `m` as a `sequence<octet>`, encoding it in place (the
+        /// count is patched in afterwards, so it is the number of bytes written).
+        ///
+        /// # Panics
+        /// If the encoding is longer than `u32::MAX` (callers enforce the message size limit
+        /// first).
+        fn write_message<M: prost::Message>(&mut self, m: &M) {
+            self.align(4);
+            let len_at = self.buf.len();
+            self.buf.put_u32(0);
+            m.encode_raw(self.buf);
+            let len = u32::try_from(self.buf.len() - len_at - 4).expect("CDR length over 4 GiB");
+            self.patch_u32_at(len_at, len);
+        }
     }
 
     /// Writes a CDR string: ulong length counting the NUL, the bytes, then NUL.
@@ -334,7 +348,7 @@ impl<'a> CdrWriter<'a> {
     }
 
     /// Overwrites the ulong at buffer index `at` (used to fill in sizes after the fact).
-    pub fn patch_u32_at(&mut self, at: usize, v: u32) {
+    fn patch_u32_at(&mut self, at: usize, v: u32) {
         let bytes = match self.order {
             ByteOrder::Big => v.to_be_bytes(),
             ByteOrder::Little => v.to_le_bytes(),
@@ -391,14 +405,16 @@ impl<'a> CdrReader<'a> {
         }
     }
 
-    /// A reader for `data` that sits at logical position `offset` from the alignment origin
-    /// (a message body that starts `offset` bytes after the GIOP header's first byte).
-    pub fn with_offset(data: &'a [u8], order: ByteOrder, offset: usize) -> Self {
-        CdrReader {
-            data,
-            pos: 0,
-            base: offset,
-            order,
+    wire_pub! {
+        /// A reader for `data` that sits at logical position `offset` from the alignment origin
+        /// (a message body that starts `offset` bytes after the GIOP header's first byte).
+        fn with_offset(data: &'a [u8], order: ByteOrder, offset: usize) -> Self {
+            CdrReader {
+                data,
+                pos: 0,
+                base: offset,
+                order,
+            }
         }
     }
 
@@ -430,19 +446,16 @@ impl<'a> CdrReader<'a> {
         self.base + self.pos
     }
 
-    /// Index of the next byte in the slice given at creation.
-    pub fn index(&self) -> usize {
-        self.pos
-    }
-
     /// Bytes left.
     pub fn remaining(&self) -> usize {
         self.data.len() - self.pos
     }
 
-    /// The unread rest of the data.
-    pub fn rest(&self) -> &'a [u8] {
-        &self.data[self.pos..]
+    wire_pub! {
+        /// The unread rest of the data.
+        fn rest(&self) -> &'a [u8] {
+            &self.data[self.pos..]
+        }
     }
 
     fn eof(&self, needed: usize) -> DecodeError {
@@ -461,13 +474,15 @@ impl<'a> CdrReader<'a> {
         self.skip(pad)
     }
 
-    /// Aligns to `n` only if bytes remain after the padding would start (GIOP 1.2 body rule:
-    /// senders omit the padding before an empty body).
-    pub fn align_if_remaining(&mut self, n: usize) -> Result<(), DecodeError> {
-        if self.remaining() == 0 {
-            Ok(())
-        } else {
-            self.align(n)
+    wire_pub! {
+        /// Aligns to `n` only if bytes remain after the padding would start (GIOP 1.2 body rule:
+        /// senders omit the padding before an empty body).
+        fn align_if_remaining(&mut self, n: usize) -> Result<(), DecodeError> {
+            if self.remaining() == 0 {
+                Ok(())
+            } else {
+                self.align(n)
+            }
         }
     }
 
@@ -527,13 +542,15 @@ impl<'a> CdrReader<'a> {
         self.take(n)
     }
 
-    /// Reads a `sequence<octet>` and returns the index range of its bytes in the slice given at
-    /// creation, so a caller holding the slice as `Bytes` can slice it without copying.
-    pub fn read_octets_range(&mut self) -> Result<std::ops::Range<usize>, DecodeError> {
-        let n = self.read_count(1)?;
-        let start = self.pos;
-        self.take(n)?;
-        Ok(start..start + n)
+    wire_pub! {
+        /// Reads a `sequence<octet>` and returns the index range of its bytes in the slice given at
+        /// creation, so a caller holding the slice as `Bytes` can slice it without copying.
+        fn read_octets_range(&mut self) -> Result<std::ops::Range<usize>, DecodeError> {
+            let n = self.read_count(1)?;
+            let start = self.pos;
+            self.take(n)?;
+            Ok(start..start + n)
+        }
     }
 
     /// Reads a CDR string (length counts the NUL, which must be there).
@@ -579,13 +596,15 @@ pub struct CdrBody {
 }
 
 impl CdrBody {
-    /// The data `bytes` in `order`, whose first byte sits at logical position `offset` from
-    /// the alignment origin (the first byte of the GIOP header it came in).
-    pub(crate) fn new(bytes: Bytes, offset: usize, order: ByteOrder) -> Self {
-        CdrBody {
-            bytes,
-            offset,
-            order,
+    wire_pub! {
+        /// The data `bytes` in `order`, whose first byte sits at logical position `offset`
+        /// from the alignment origin (the first byte of the GIOP header it came in).
+        fn new(bytes: Bytes, offset: usize, order: ByteOrder) -> Self {
+            CdrBody {
+                bytes,
+                offset,
+                order,
+            }
         }
     }
 

@@ -47,8 +47,31 @@
 //! Generated code is used the same way: `EchoClient::new(&orb, reference).echo(msg)?` on the
 //! client, `orb.activate("key", EchoSkeleton::new(my_impl))` on the server. See the
 //! [`guide`] for the threading model.
+//!
+//! # Stable API and the wire layer
+//!
+//! The stable API is what this page lists without features: the ORB, references, servants,
+//! exceptions, and [`cdr`] to call operations of plain CORBA (IDL) interfaces through
+//! [`ObjectProxy::invoke_cdr`]. The GIOP wire layer itself (message framing, the codec,
+//! service contexts, the low-level corners of CDR) is public only with the `unstable-wire`
+//! feature, for benchmarks, fuzzing and tests that play a hostile peer; it carries no semver
+//! promise.
 #![warn(missing_docs)]
 #![deny(rustdoc::broken_intra_doc_links)]
+
+/// Declares a function `pub` with the `unstable-wire` feature and `pub(crate)` without: the
+/// low-level parts of an otherwise stable type (how a GIOP message positions a CDR stream)
+/// that only the ORB itself, benchmarks and wire tests call.
+macro_rules! wire_pub {
+    ($(#[$attr:meta])* fn $($rest:tt)*) => {
+        #[cfg(feature = "unstable-wire")]
+        $(#[$attr])*
+        pub fn $($rest)*
+        #[cfg(not(feature = "unstable-wire"))]
+        $(#[$attr])*
+        pub(crate) fn $($rest)*
+    };
+}
 
 mod adapter;
 pub mod cdr;
@@ -59,7 +82,10 @@ mod config;
 mod connection;
 mod endpoints;
 mod exception;
+#[cfg(feature = "unstable-wire")]
 pub mod giop;
+#[cfg(not(feature = "unstable-wire"))]
+mod giop;
 pub mod guide;
 mod ior;
 mod lf;

@@ -99,7 +99,7 @@ impl GiopCodec {
     /// A codec with the given maximum message size.
     ///
     /// Fragment chains are limited to 32 at a time holding at most `max_message_size` bytes
-    /// together; see [`GiopCodec::with_fragment_limits`].
+    /// together (`with_fragment_limits` sets other limits, for tests).
     pub fn new(max_message_size: usize) -> Self {
         GiopCodec {
             max_message_size,
@@ -114,6 +114,7 @@ impl GiopCodec {
     /// once, and how many bytes they may hold together (each one is also bounded by the
     /// maximum message size).
     #[must_use]
+    #[cfg(any(test, feature = "unstable-wire"))]
     pub fn with_fragment_limits(mut self, max_pending_chains: usize, max_buffered: usize) -> Self {
         self.max_pending_chains = max_pending_chains;
         self.max_buffered_fragment_bytes = max_buffered;
@@ -131,6 +132,7 @@ impl GiopCodec {
     }
 
     /// Number of fragmented messages currently being reassembled.
+    #[cfg(any(test, feature = "unstable-wire"))]
     pub fn pending_fragment_chains(&self) -> usize {
         self.chains.len()
     }

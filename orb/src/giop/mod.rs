@@ -9,6 +9,10 @@
 //! whole message into a `BytesMut`, the body through a closure that gets a [`CdrWriter`](crate::cdr::CdrWriter) already
 //! positioned (and aligned) where the body starts, so a GIOP 1.0 body and a 1.2 body are both
 //! written with the right alignment.
+//!
+//! Public only with the `unstable-wire` feature (benchmarks, fuzzing, tests that play a hostile
+//! peer), and then with no semver promise: applications call plain CORBA operations through
+//! [`ObjectProxy::invoke_cdr`](crate::ObjectProxy::invoke_cdr) and [`crate::cdr`] instead.
 
 mod codec;
 mod error;
@@ -27,7 +31,9 @@ pub use locate::{
 pub use reply::{
     decode_system_exception, encode_system_exception, write_reply, Reply, ReplyHeader, ReplyStatus,
 };
-pub use request::{write_request, Request, RequestHeader, TargetAddress};
+#[cfg(any(test, feature = "unstable-wire"))]
+pub use request::{write_request, RequestHeader};
+pub use request::{Request, TargetAddress};
 pub use service_context::{
     context_id, BiDirListenPoints, CallChain, Deadline, ServiceContext, ServiceContextList,
 };
@@ -53,6 +59,7 @@ pub struct Body {
 
 impl Body {
     /// An empty body.
+    #[cfg(any(test, feature = "unstable-wire"))]
     pub fn empty(order: ByteOrder) -> Self {
         Body {
             bytes: Bytes::new(),
@@ -72,20 +79,21 @@ impl Body {
     }
 
     /// Decodes a body that is a single `sequence<octet>` (how protobuf parameters travel) and
-    /// returns those octets as a zero-copy slice. Trailing bytes are an error (omniORB's
-    /// strictIIOP rule).
-    pub fn octets(&self) -> Result<Bytes, crate::cdr::DecodeError> {
-        Ok(self.bytes.slice(self.octets_range()?))
-    }
-
-    /// [`octets`](Self::octets), narrowing this body's bytes to the octets instead of
-    /// slicing them: no reference count changes hands.
+    /// returns those octets, narrowing this body's bytes to them: no copy, and no reference
+    /// count changes hands. Trailing bytes are an error (omniORB's strictIIOP rule).
     pub fn into_octets(self) -> Result<Bytes, crate::cdr::DecodeError> {
         let range = self.octets_range()?;
         let mut bytes = self.bytes;
         bytes.truncate(range.end);
         bytes.advance(range.start);
         Ok(bytes)
+    }
+
+    /// [`into_octets`](Self::into_octets) without consuming the body: the octets as a
+    /// zero-copy slice.
+    #[cfg(any(test, feature = "unstable-wire"))]
+    pub fn octets(&self) -> Result<Bytes, crate::cdr::DecodeError> {
+        Ok(self.bytes.slice(self.octets_range()?))
     }
 
     fn octets_range(&self) -> Result<std::ops::Range<usize>, crate::cdr::DecodeError> {
@@ -121,6 +129,7 @@ pub enum Message {
     /// CloseConnection (type 5).
     CloseConnection,
     /// MessageError (type 6).
+    #[allow(clippy::enum_variant_names)] // GIOP's own name for the message type
     MessageError,
 }
 

@@ -258,6 +258,7 @@ fn decode_request_inner(
 /// follows the header directly) is aligned correctly too. In 1.0/1.1 the target is sent as an
 /// object key ([`TargetAddress::object_key`], empty if it has none), `response_expected` is
 /// bit 0 of the response flags, and the requesting principal is empty.
+#[cfg(any(test, feature = "unstable-wire"))]
 pub fn write_request(
     dst: &mut BytesMut,
     version: Version,
@@ -267,7 +268,7 @@ pub fn write_request(
     write_request_in(dst, version, ByteOrder::NATIVE, header, body);
 }
 
-/// [`write_request`] from borrowed fields, in our native byte order.
+/// `write_request` from borrowed fields, in our native byte order.
 pub(crate) fn write_request_head(
     dst: &mut BytesMut,
     version: Version,
@@ -277,7 +278,7 @@ pub(crate) fn write_request_head(
     write_head_in(dst, version, ByteOrder::NATIVE, head, body);
 }
 
-/// [`write_request`] in a chosen byte order (the codec re-encodes received frames in their
+/// `write_request` in a chosen byte order (the codec re-encodes received frames in their
 /// own order so that their body bytes stay valid; tests build big-endian messages).
 pub(crate) fn write_request_in(
     dst: &mut BytesMut,

@@ -13,6 +13,7 @@ const MIN_LISTEN_POINT_SIZE: usize = 4 + 1 + 2;
 /// Service context ids we know.
 pub mod context_id {
     /// CodeSets (1): ignored on read.
+    #[cfg(any(test, feature = "unstable-wire"))]
     pub const CODE_SETS: u32 = 1;
     /// BI_DIR_IIOP (5): the sender's listen points.
     pub const BI_DIR_IIOP: u32 = 5;
@@ -41,6 +42,7 @@ impl ServiceContextList {
     }
 
     /// Whether the list is empty.
+    #[cfg(any(test, feature = "unstable-wire"))]
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -50,11 +52,12 @@ impl ServiceContextList {
     /// The count is checked against the bytes left before anything is allocated; the data of
     /// each context is copied out (contexts are small, and this keeps the list independent of
     /// the frame buffer).
+    #[cfg(any(test, feature = "unstable-wire"))]
     pub fn decode(r: &mut CdrReader<'_>) -> Result<Self, DecodeError> {
         Self::decode_with(r, |r| r.read_octets().map(Bytes::copy_from_slice))
     }
 
-    /// [`decode`](Self::decode) from a reader over `msg`: each context's data is a slice of
+    /// `decode` from a reader over `msg`: each context's data is a slice of
     /// `msg` (no copy, no allocation).
     pub(crate) fn decode_in(msg: &Bytes, r: &mut CdrReader<'_>) -> Result<Self, DecodeError> {
         Self::decode_with(r, |r| super::read_octets_of(msg, r))
@@ -145,6 +148,7 @@ impl Deadline {
     /// The context (id DEADLINE).
     ///
     /// Budgets longer than `u64::MAX` microseconds (about 584,000 years) are sent as that.
+    #[cfg(any(test, feature = "unstable-wire"))]
     pub fn to_context(&self) -> ServiceContext {
         let micros = self.micros();
         // Sent with every two-way call: encoded in the thread's frame buffer (no allocation).
@@ -166,6 +170,7 @@ impl Deadline {
 
     /// Decodes from context data (an encapsulation in either byte order); what follows the
     /// budget (a [`CallChain`]) is not read.
+    #[cfg(any(test, feature = "unstable-wire"))]
     pub fn from_context_data(data: &[u8]) -> Result<Self, DecodeError> {
         Self::with_chain_from(data).map(|(d, _)| d)
     }
@@ -208,6 +213,7 @@ impl CallChain {
     }
 
     /// The chain in DEADLINE context data, if it carries one (a budget alone does not).
+    #[cfg(any(test, feature = "unstable-wire"))]
     pub fn from_deadline_data(data: &[u8]) -> Option<Self> {
         Deadline::with_chain_from(data).ok()?.1
     }
