@@ -29,19 +29,8 @@ impl Attacker {
     fn announce(middle: &orb::Orb, host: &str, port: u16) -> Attacker {
         let mut s = TcpStream::connect(middle.listen_addrs()[0]).unwrap();
         let before = middle.stats().requests_received;
-        let mut ctx = ServiceContextList::default();
-        ctx.0
-            .push(BiDirListenPoints(vec![(host.to_string(), port)]).to_context());
-        let header = RequestHeader {
-            request_id: 1,
-            response_flags: 0, // oneway: the announcement is all it is for
-            target: TargetAddress::Key(Bytes::from_static(b"nobody")),
-            operation: "op".into(),
-            service_context: ctx,
-        };
-        let mut buf = BytesMut::new();
-        write_request(&mut buf, Version::V1_2, &header, |w| w.write_octets(b""));
-        s.write_all(&buf).unwrap();
+        s.write_all(&announcement(1, vec![(host.to_string(), port)]))
+            .unwrap();
         wait_until(10, "the announcement is read", || {
             middle.stats().requests_received > before
         });
@@ -67,6 +56,22 @@ impl Attacker {
         self.reader.join().unwrap();
         std::mem::take(&mut *self.seen.lock().unwrap())
     }
+}
+
+/// A oneway request (the announcement is all it is for) carrying BiDir listen `points`.
+fn announcement(request_id: u32, points: Vec<(String, u16)>) -> BytesMut {
+    let mut ctx = ServiceContextList::default();
+    ctx.0.push(BiDirListenPoints(points).to_context());
+    let header = RequestHeader {
+        request_id,
+        response_flags: 0,
+        target: TargetAddress::Key(Bytes::from_static(b"nobody")),
+        operation: "op".into(),
+        service_context: ctx,
+    };
+    let mut buf = BytesMut::new();
+    write_request(&mut buf, Version::V1_2, &header, |w| w.write_octets(b""));
+    buf
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
@@ -155,18 +160,8 @@ fn announced_listen_points_are_bounded_and_forgotten() {
         let points = (0..10)
             .map(|j| ("10.0.0.1".to_string(), i * 10 + j + 1))
             .collect();
-        let mut ctx = ServiceContextList::default();
-        ctx.0.push(BiDirListenPoints(points).to_context());
-        let header = RequestHeader {
-            request_id: u32::from(i) * 2,
-            response_flags: 0, // oneway: no replies to read
-            target: TargetAddress::Key(Bytes::from_static(b"nobody")),
-            operation: "op".into(),
-            service_context: ctx,
-        };
-        let mut buf = BytesMut::new();
-        write_request(&mut buf, Version::V1_2, &header, |w| w.write_octets(b""));
-        s.write_all(&buf).unwrap();
+        s.write_all(&announcement(u32::from(i) * 2, points))
+            .unwrap();
     }
     wait_until(10, "the announcements are read", || {
         orb.stats().requests_received >= 50

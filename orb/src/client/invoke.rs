@@ -10,7 +10,7 @@ use crate::exception::{
 };
 use crate::giop::request::{write_request_head, RequestHead};
 use crate::giop::{
-    decode_system_exception, write_cancel_request, BiDirListenPoints, CallChain, Deadline, Reply,
+    unsupported_status, write_cancel_request, BiDirListenPoints, CallChain, Deadline, Reply,
     ReplyStatus, ServiceContext, TargetAddress, Version,
 };
 use crate::ior::ObjectRef;
@@ -164,21 +164,14 @@ fn bool_reply(reply: &Reply) -> Result<bool, SystemException> {
 /// The exception a non-NO_EXCEPTION reply stands for.
 fn reply_to_exception(reply: &Reply) -> SystemException {
     match reply.header.status {
-        ReplyStatus::SystemException => decode_system_exception(&mut reply.body.reader())
-            .unwrap_or_else(|e| {
-                SystemException::marshal(minor::BAD_REPLY, CompletionStatus::Maybe, e.to_string())
-            }),
+        ReplyStatus::SystemException => reply.system_exception(),
         ReplyStatus::UserException => SystemException::new(
             SystemExceptionKind::UNKNOWN,
             minor::UNKNOWN_EXCEPTION_ID,
             CompletionStatus::Yes,
         )
         .with_detail("unexpected user exception"),
-        s => SystemException::marshal(
-            minor::BAD_REPLY,
-            CompletionStatus::No,
-            format!("unsupported reply status {s:?}"),
-        ),
+        s => unsupported_status(s),
     }
 }
 

@@ -337,17 +337,12 @@ fn concurrent_senders_never_interleave_or_lose_frames() {
         let mut body = Vec::new();
         for _ in 0..THREADS * FRAMES {
             s.read_exact(&mut hdr).unwrap();
-            let t = u32::from_le_bytes(hdr[0..4].try_into().unwrap());
-            let seq = u32::from_le_bytes(hdr[4..8].try_into().unwrap());
-            let len = u32::from_le_bytes(hdr[8..12].try_into().unwrap()) as usize;
-            body.resize(len, 0);
-            s.read_exact(&mut body).unwrap();
-            assert_eq!(seq, next[t as usize], "thread {t}'s frames out of order");
-            next[t as usize] += 1;
-            assert!(
-                body.iter().all(|&b| b == (t * 31 + seq) as u8),
-                "frame {t}/{seq} corrupted (interleaved?)"
+            body.resize(
+                u32::from_le_bytes([hdr[8], hdr[9], hdr[10], hdr[11]]) as usize,
+                0,
             );
+            s.read_exact(&mut body).unwrap();
+            check_tagged_frame(&mut next, &hdr, &body);
         }
         next
     });
@@ -372,18 +367,8 @@ fn concurrent_senders_never_interleave_or_lose_frames() {
             let (conn, reactor, stats) = (conn.clone(), reactor.clone(), stats.clone());
             std::thread::spawn(move || {
                 for seq in 0..FRAMES {
-                    let len = if seq % 10 == 0 {
-                        40_000
-                    } else {
-                        1 + (seq as usize * 7) % 300
-                    };
-                    let mut head = BytesMut::new();
-                    head.extend_from_slice(&t.to_le_bytes());
-                    head.extend_from_slice(&seq.to_le_bytes());
-                    head.extend_from_slice(&(len as u32).to_le_bytes());
-                    let body = Bytes::from(vec![(t * 31 + seq) as u8; len]);
-                    conn.send_parts([head.freeze(), body], &stats, &*reactor)
-                        .unwrap();
+                    let frame = tagged_frame(t, seq, 40_000);
+                    conn.send_parts(frame, &stats, &*reactor).unwrap();
                 }
             })
         })
@@ -410,6 +395,34 @@ fn garbage_is_a_frame_error() {
 
 /// A connection over the in-memory transport whose outgoing pipe holds `out_room` bytes and
 /// incoming one `in_room`, with the peer's end.
+/// Sender `t`'s frame `seq` for the many-senders tests: a head with both numbers and the body's
+/// length, and a body of one repeated byte; every tenth frame is `big` bytes, the rest small.
+fn tagged_frame(t: u32, seq: u32, big: usize) -> [Bytes; 2] {
+    let len = if seq % 10 == 0 {
+        big
+    } else {
+        1 + (seq as usize * 7) % 300
+    };
+    let mut head = BytesMut::new();
+    head.extend_from_slice(&t.to_le_bytes());
+    head.extend_from_slice(&seq.to_le_bytes());
+    head.extend_from_slice(&(len as u32).to_le_bytes());
+    [head.freeze(), Bytes::from(vec![(t * 31 + seq) as u8; len])]
+}
+
+/// Checks a [`tagged_frame`] as its reader got it: each sender's frames in order (`next`
+/// holds the sequence number due from each), and the body whole, not interleaved.
+fn check_tagged_frame(next: &mut [u32], hdr: &[u8], body: &[u8]) {
+    let word = |i: usize| u32::from_le_bytes([hdr[i], hdr[i + 1], hdr[i + 2], hdr[i + 3]]);
+    let (t, seq) = (word(0), word(4));
+    assert_eq!(seq, next[t as usize], "thread {t}'s frames out of order");
+    next[t as usize] += 1;
+    assert!(
+        body.iter().all(|&b| b == (t * 31 + seq) as u8),
+        "frame {t}/{seq} corrupted (interleaved?)"
+    );
+}
+
 fn mem_conn(
     out_room: usize,
     in_room: usize,
@@ -706,16 +719,9 @@ fn concurrent_senders_over_a_small_pipe_never_interleave_or_lose_frames() {
             let mut next = vec![0u32; THREADS as usize];
             for _ in 0..THREADS * FRAMES {
                 let hdr = peer.read_exact_within(12, Duration::from_secs(20));
-                let word =
-                    |i: usize| u32::from_le_bytes([hdr[i], hdr[i + 1], hdr[i + 2], hdr[i + 3]]);
-                let (t, seq, len) = (word(0), word(4), word(8) as usize);
+                let len = u32::from_le_bytes([hdr[8], hdr[9], hdr[10], hdr[11]]) as usize;
                 let body = peer.read_exact_within(len, Duration::from_secs(20));
-                assert_eq!(seq, next[t as usize], "thread {t}'s frames out of order");
-                next[t as usize] += 1;
-                assert!(
-                    body.iter().all(|&b| b == (t * 31 + seq) as u8),
-                    "frame {t}/{seq} corrupted (interleaved?)"
-                );
+                check_tagged_frame(&mut next, &hdr, &body);
             }
             next
         });
@@ -732,18 +738,8 @@ fn concurrent_senders_over_a_small_pipe_never_interleave_or_lose_frames() {
                 let (conn, stats, interest) = (&conn, &stats, &interest);
                 s.spawn(move || {
                     for seq in 0..FRAMES {
-                        let len = if seq % 10 == 0 {
-                            5000
-                        } else {
-                            1 + (seq as usize * 7) % 300
-                        };
-                        let mut head = BytesMut::new();
-                        head.extend_from_slice(&t.to_le_bytes());
-                        head.extend_from_slice(&seq.to_le_bytes());
-                        head.extend_from_slice(&(len as u32).to_le_bytes());
-                        let body = Bytes::from(vec![(t * 31 + seq) as u8; len]);
-                        conn.send_parts([head.freeze(), body], stats, interest)
-                            .unwrap();
+                        let frame = tagged_frame(t, seq, 5000);
+                        conn.send_parts(frame, stats, interest).unwrap();
                     }
                 })
             })

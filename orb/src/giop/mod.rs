@@ -28,9 +28,10 @@ pub use header::{Header, MsgType, HEADER_LEN};
 pub use locate::{
     write_locate_reply, write_locate_request, LocateReply, LocateRequest, LocateStatus,
 };
-pub use reply::{
-    decode_system_exception, encode_system_exception, write_reply, Reply, ReplyHeader, ReplyStatus,
-};
+#[cfg(any(test, feature = "unstable-wire"))]
+pub use reply::decode_system_exception;
+pub(crate) use reply::unsupported_status;
+pub use reply::{encode_system_exception, write_reply, Reply, ReplyHeader, ReplyStatus};
 #[cfg(any(test, feature = "unstable-wire"))]
 pub use request::{write_request, RequestHeader};
 pub use request::{Request, TargetAddress};

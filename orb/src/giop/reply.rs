@@ -103,21 +103,31 @@ impl Reply {
                     members: members.into_cdr_body(),
                 })
             }
-            ReplyStatus::SystemException => Err(decode_system_exception(&mut self.body.reader())
-                .unwrap_or_else(|e| {
-                    SystemException::marshal(
-                        minor::BAD_REPLY,
-                        CompletionStatus::Maybe,
-                        format!("system exception does not decode: {e}"),
-                    )
-                })),
-            s => Err(SystemException::marshal(
-                minor::BAD_REPLY,
-                CompletionStatus::No,
-                format!("unsupported reply status {s:?}"),
-            )),
+            ReplyStatus::SystemException => Err(self.system_exception()),
+            s => Err(unsupported_status(s)),
         }
     }
+
+    /// The system exception a `SYSTEM_EXCEPTION` reply carries (MARSHAL, completed MAYBE, if
+    /// its body does not decode).
+    pub(crate) fn system_exception(&self) -> SystemException {
+        decode_system_exception(&mut self.body.reader()).unwrap_or_else(|e| {
+            SystemException::marshal(
+                minor::BAD_REPLY,
+                CompletionStatus::Maybe,
+                format!("system exception does not decode: {e}"),
+            )
+        })
+    }
+}
+
+/// What a caller sees of a reply status it cannot take here (MARSHAL, completed NO).
+pub(crate) fn unsupported_status(s: ReplyStatus) -> SystemException {
+    SystemException::marshal(
+        minor::BAD_REPLY,
+        CompletionStatus::No,
+        format!("unsupported reply status {s:?}"),
+    )
 }
 
 /// Decodes a Reply message (reader positioned at offset 12 of `msg`).
