@@ -7,6 +7,11 @@ use std::sync::Arc;
 
 /// Active objects of one ORB, looked up concurrently by every serving thread.
 ///
+/// Invariants: one servant per key (activating a key again replaces its servant); entries are
+/// added and removed only by the application (`Orb::activate*`, `Orb::deactivate`), never
+/// by peer input, so a peer cannot grow it. An upcall holds its servant's `Arc`, so a
+/// deactivated servant finishes the requests it is running.
+///
 /// Hashed with foldhash, randomly seeded: SipHash cost more per request than the rest of the
 /// lookup (callgrind), and the keys stored are our own (a peer only chooses what it looks up).
 #[derive(Default)]
