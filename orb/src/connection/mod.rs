@@ -12,7 +12,7 @@
 //!
 //! | state | owner | protected by | who touches it |
 //! |---|---|---|---|
-//! | the byte stream `io` | [`Connection`] | nothing: [`Io`] is used through `&self` | read by the leader only ([`visit`](Connection::visit)), written by the thread holding the writer role |
+//! | the byte stream `io` | [`Connection`] | nothing: [`Io`] is used through `&self` | read by the leader only ([`read_available`](Connection::read_available)), written by the thread holding the writer role |
 //! | decoded frames, read buffer, codec | [`ReadState`] | the `read` mutex | the leader only (so uncontended) |
 //! | outgoing queue, writer role, writable interest | [`WriteState`] | the write lock, never held across a write | any thread sending a frame; the leader on a writable event |
 //! | request id → waiter | [`Mux`] | its mutex | callers (insert before sending, remove on timeout), the leader (reply), `close` |
@@ -23,7 +23,7 @@
 //!
 //! [`ReadState`] is sans-I/O: it takes bytes and yields frames, and is tested with byte slices;
 //! so is [`OutQueue`](write::OutQueue), the outgoing side. The connection feeds them from its
-//! stream in `visit` and `write_queue`, which the unit tests drive over the in-memory
+//! stream in `read_available` and `write_queue`, which the unit tests drive over the in-memory
 //! pipe (`mem`), with partial writes and a full stream at chosen points.
 //!
 //! Sends combine: a thread that sends while another is writing the socket only appends its
@@ -56,7 +56,7 @@ pub(crate) use backpressure::{DispatchGate, WriteBlock};
 pub(crate) use io::{Io, WriteInterest};
 pub(crate) use listen_points::{ListenPoints, MAX_LISTEN_POINTS};
 pub(crate) use owed::Owed;
-pub(crate) use read::{Expired, ReadState, Visit};
+pub(crate) use read::{Expired, ReadError, ReadState};
 pub(crate) use write::{Flush, WriteState};
 
 use crate::giop::Version;

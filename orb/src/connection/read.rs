@@ -11,6 +11,7 @@ use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::sync::atomic::Ordering;
+use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 use tokio_util::codec::Decoder;
 
@@ -39,10 +40,10 @@ pub(crate) struct ReadState {
     codec: GiopCodec,
     frames: VecDeque<Frame>,
     /// The socket may hold unread bytes (we stopped before `WouldBlock`).
-    pub(super) maybe_readable: bool,
+    maybe_readable: bool,
     /// The reactor reported the peer's end of the stream: keep reading until EOF even after
     /// a short read.
-    pub(super) read_closed: bool,
+    read_closed: bool,
     /// Bytes read from the socket so far (the idle sweep's sign of life).
     bytes_in: u64,
     /// The idle sweep's last look: (bytes read, request ids used) then, and since when the
@@ -121,6 +122,12 @@ impl ReadState {
     }
 
     /// Whether decoded frames are waiting.
+    /// Whether the stream may hold unread bytes (the reactor said so, and no read has
+    /// drained it since).
+    pub(crate) fn maybe_readable(&self) -> bool {
+        self.maybe_readable
+    }
+
     pub(crate) fn has_frames(&self) -> bool {
         !self.frames.is_empty()
     }
@@ -260,20 +267,6 @@ impl ReadState {
     }
 }
 
-/// What one visit of the leader got from a connection's read side ([`Connection::visit`]).
-#[derive(Debug)]
-pub(crate) enum Visit {
-    /// The next frame, if one is decoded; `again`: frames or unread bytes are left, so the
-    /// connection goes back on the ready list.
-    Frame(Option<Frame>, bool),
-    /// The peer closed the stream, and no frame is left.
-    Closed,
-    /// Reading the stream failed.
-    Failed(io::Error),
-    /// The peer's bytes broke the protocol.
-    Broken(FrameError),
-}
-
 /// What the idle sweep found a connection to be ([`Connection::sweep_look`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Expired {
@@ -284,54 +277,33 @@ pub(crate) enum Expired {
 }
 
 impl<S: Io> Connection<S> {
-    /// The leader's visit (leader only): the next decoded frame, reading the stream first if
-    /// none is decoded and it may hold bytes. `before_read` runs, without the read lock, just
-    /// before the stream is read (the leader releases the writes it holds there). Keeps the
-    /// ORB's read-buffer gauge up to date with what this connection holds.
-    pub(crate) fn visit(&self, stats: &Stats, before_read: Option<impl FnOnce()>) -> Visit {
-        let mut rs = lock(&self.read);
-        let mut frame = rs.poll_frame();
-        let mut eof = false;
-        if frame.is_none() && rs.maybe_readable {
-            if let Some(f) = before_read {
-                drop(rs);
-                f();
-                rs = lock(&self.read);
-            }
-            let read = rs.read_from(self.io.reader(), stats);
-            if let Some(minor) = rs.version_seen() {
-                // Before the frames are handled: a frame that failed to decode counts too.
-                self.note_version(minor);
-            }
-            match read {
-                Ok(true) => {}
-                Ok(false) => {
-                    eof = true;
-                    if let Err(e) = rs.handle_eof() {
-                        return Visit::Broken(e);
-                    }
-                }
-                Err(ReadError::Io(e)) => return Visit::Failed(e),
-                Err(ReadError::Frame(e)) => return Visit::Broken(e),
-            }
-            frame = rs.poll_frame();
-        }
-        let now = rs.buffered();
-        // Nothing to account when it is unchanged: skip the atomic swap. (`forget_buffered`
-        // swaps it to 0 without the read lock; either order accounts each byte once.)
+    /// The read state, locked (the leader only: it is the one reader, so the lock is
+    /// uncontended). The leader reads through it in a shape callgrind tuned: the next frame,
+    /// else [`read_available`](Self::read_available) and the frames that brought.
+    pub(crate) fn read_state(&self) -> MutexGuard<'_, ReadState> {
+        lock(&self.read)
+    }
+
+    /// Reads the stream into `rs` (this connection's read state, locked by the caller: the
+    /// leader) until `WouldBlock`, the read budget or enough queued frames; see
+    /// [`ReadState::read_from`]. `Ok(false)` at the end of the stream.
+    pub(crate) fn read_available(
+        &self,
+        rs: &mut ReadState,
+        stats: &Stats,
+    ) -> Result<bool, ReadError> {
+        rs.read_from(self.io.reader(), stats)
+    }
+
+    /// Brings the ORB's read-buffer gauge up to date with the `now` bytes this connection
+    /// holds (nothing to do when unchanged: no atomic swap then). [`forget_buffered`]
+    /// (Self::forget_buffered) swaps it to 0 at close without the read lock; either order
+    /// accounts each byte once.
+    pub(crate) fn account_buffered(&self, now: usize, stats: &Stats) {
         if self.accounted.load(Ordering::Relaxed) != now {
             let before = self.accounted.swap(now, Ordering::Relaxed);
             stats.account_buffer(before, now);
         }
-        if eof {
-            if frame.is_none() {
-                return Visit::Closed;
-            }
-            // Serve what arrived before the end, then close on the next visit.
-            rs.maybe_readable = true;
-            return Visit::Frame(frame, true);
-        }
-        Visit::Frame(frame, rs.has_frames() || rs.maybe_readable)
     }
 }
 

@@ -806,8 +806,8 @@ fn frames_split_across_reads_come_out_whole() {
     let mut got = Vec::new();
     for chunk in data.chunks(7) {
         io::Write::write_all(&mut &peer, chunk).unwrap();
-        assert!(rs.read_from(conn.io.reader(), &stats).unwrap());
-        assert!(!rs.maybe_readable);
+        assert!(conn.read_available(&mut rs, &stats).unwrap());
+        assert!(!rs.maybe_readable());
         got.extend(take_requests(&mut rs));
     }
     assert_eq!(got, [0, 1, 2]);
@@ -834,7 +834,7 @@ fn a_large_frame_arrives_whole_through_a_small_pipe() {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
             Err(e) => panic!("{e}"),
         };
-        assert!(rs.read_from(conn.io.reader(), &stats).unwrap());
+        assert!(conn.read_available(&mut rs, &stats).unwrap());
         got.extend(take_requests(&mut rs));
     }
     assert_eq!(got, [0, 1, 2]);
@@ -851,7 +851,7 @@ fn a_frame_over_the_size_limit_is_a_frame_error() {
     hdr.extend_from_slice(&[0; 100]);
     io::Write::write_all(&mut &peer, &hdr).unwrap();
     let mut rs = lock(&conn.read);
-    let r = rs.read_from(conn.io.reader(), &Stats::default());
+    let r = conn.read_available(&mut rs, &Stats::default());
     assert!(matches!(r, Err(ReadError::Frame(_))), "{r:?}");
     assert!(rs.large.is_none());
     assert_eq!(
@@ -872,13 +872,13 @@ fn the_end_of_the_stream_is_an_error_only_inside_a_frame() {
         let stats = Stats::default();
         io::Write::write_all(&mut &peer, &data[..cut]).unwrap();
         peer.shutdown_write();
-        let mut rs = lock(&conn.read);
         // The reactor reports the peer's FIN with the data: read on until the end.
-        rs.read_closed = true;
-        assert!(rs.read_from(conn.io.reader(), &stats).unwrap());
-        assert!(rs.maybe_readable, "stopped before the end of the stream");
+        conn.mark_readable(true);
+        let mut rs = conn.read_state();
+        assert!(conn.read_available(&mut rs, &stats).unwrap());
+        assert!(rs.maybe_readable(), "stopped before the end of the stream");
         assert!(
-            !rs.read_from(conn.io.reader(), &stats).unwrap(),
+            !conn.read_available(&mut rs, &stats).unwrap(),
             "no end seen"
         );
         if cut < data.len() {
@@ -891,54 +891,31 @@ fn the_end_of_the_stream_is_an_error_only_inside_a_frame() {
     }
 }
 
-/// The leader's visit: a frame per visit while frames are left (`again` set), the writes it
-/// holds released only when the stream is about to be read, the read-buffer gauge kept, and
-/// at the end of the stream the frames before it served before `Closed`; a stream ending
-/// inside a frame is `Broken`.
+/// The read-buffer gauge follows what a connection holds undecoded (a partial frame), and
+/// forgetting the connection takes its share back.
 #[test]
-fn visits_hand_out_frames_then_the_end() {
-    use std::cell::Cell;
+fn the_read_buffer_gauge_follows_a_partial_frame() {
     let data = requests(&[(1, 10), (2, 20)]);
+    let first = requests(&[(1, 10)]).len();
     let (conn, peer) = mem_conn(0, 1 << 16, 1 << 20);
     let stats = Stats::default();
-    io::Write::write_all(&mut &peer, &data).unwrap();
-    peer.shutdown_write();
-    conn.mark_readable(true);
-    let released = Cell::new(0);
-    let release = || released.set(released.get() + 1);
-    let ids = |v: Visit| match v {
-        Visit::Frame(Some(f), again) => match f.message {
-            Message::Request(r) => (r.header.request_id, again),
-            m => panic!("not a request: {m:?}"),
-        },
-        v => panic!("no frame: {v:?}"),
-    };
-    assert_eq!(ids(conn.visit(&stats, Some(release))), (1, true));
-    assert_eq!(released.get(), 1, "released before the read");
-    // Decoded frames left: no read, so nothing to release.
-    assert_eq!(ids(conn.visit(&stats, Some(release))), (2, true));
-    assert_eq!(released.get(), 1);
-    assert!(matches!(conn.visit(&stats, None::<fn()>), Visit::Closed));
-    assert_eq!(stats.read_buffer_bytes.load(Ordering::Relaxed), 0);
-
-    // A partial frame is held (and counted in the gauge) until its end, which never comes.
-    let (conn, peer) = mem_conn(0, 1 << 16, 1 << 20);
-    let first = requests(&[(1, 10)]).len();
     io::Write::write_all(&mut &peer, &data[..data.len() - 5]).unwrap();
     conn.mark_readable(false);
-    assert_eq!(ids(conn.visit(&stats, None::<fn()>)), (1, false));
-    assert!(matches!(
-        conn.visit(&stats, None::<fn()>),
-        Visit::Frame(None, false)
-    ));
+    let mut rs = conn.read_state();
+    assert!(rs.maybe_readable());
+    assert!(conn.read_available(&mut rs, &stats).unwrap());
+    assert_eq!(take_requests(&mut rs), [1]);
+    conn.account_buffered(rs.buffered(), &stats);
+    drop(rs);
+    let held = data.len() - 5 - first;
+    assert_eq!(stats.read_buffer_bytes.load(Ordering::Relaxed), held);
+    conn.account_buffered(held, &stats);
     assert_eq!(
         stats.read_buffer_bytes.load(Ordering::Relaxed),
-        data.len() - 5 - first
+        held,
+        "counted once"
     );
-    peer.shutdown_write();
-    conn.mark_readable(true);
-    let last = conn.visit(&stats, None::<fn()>);
-    assert!(matches!(last, Visit::Broken(_)), "{last:?}");
     conn.forget_buffered(&stats);
     assert_eq!(stats.read_buffer_bytes.load(Ordering::Relaxed), 0);
+    assert_eq!(stats.read_buffer_peak.load(Ordering::Relaxed), held);
 }

@@ -22,7 +22,7 @@
 //! messages; an accept that failed (out of file descriptors) is retried after a back-off,
 //! since the connections left in the listen backlog raise no new readiness event.
 
-use crate::connection::{CloseCause, Connection, Origin, Visit, MAX_LISTEN_POINTS};
+use crate::connection::{CloseCause, Connection, Origin, ReadError, MAX_LISTEN_POINTS};
 use crate::exception::{minor, CompletionStatus, SystemException, SystemExceptionKind};
 use crate::giop::{
     context_id, write_locate_reply, write_message_error, BiDirListenPoints, Deadline, Frame,
@@ -246,27 +246,58 @@ impl OrbInner {
             conn.write_block.block();
             return None;
         }
-        let release = held.is_some().then_some(|| self.release_writes(held));
-        match conn.visit(&self.stats, release) {
-            Visit::Frame(frame, again) => {
-                if again {
-                    self.reactor.push_ready(conn.clone());
+        let mut rs = conn.read_state();
+        let mut frame = rs.poll_frame();
+        let mut eof = false;
+        if frame.is_none() && rs.maybe_readable() {
+            if held.is_some() {
+                drop(rs);
+                self.release_writes(held);
+                rs = conn.read_state();
+            }
+            let read = conn.read_available(&mut rs, &self.stats);
+            if let Some(minor) = rs.version_seen() {
+                // Before the frames are handled: a frame that failed to decode counts too.
+                conn.note_version(minor);
+            }
+            match read {
+                Ok(true) => {}
+                Ok(false) => {
+                    eof = true;
+                    if let Err(e) = rs.handle_eof() {
+                        drop(rs);
+                        self.protocol_error(conn, e);
+                        return None;
+                    }
                 }
-                frame
+                Err(ReadError::Io(e)) => {
+                    drop(rs);
+                    self.close_connection(conn, CloseCause::Io(e.to_string()));
+                    return None;
+                }
+                Err(ReadError::Frame(e)) => {
+                    drop(rs);
+                    self.protocol_error(conn, e);
+                    return None;
+                }
             }
-            Visit::Closed => {
-                self.close_connection(conn, CloseCause::Io("closed by peer".into()));
-                None
-            }
-            Visit::Failed(e) => {
-                self.close_connection(conn, CloseCause::Io(e.to_string()));
-                None
-            }
-            Visit::Broken(e) => {
-                self.protocol_error(conn, e);
-                None
-            }
+            frame = rs.poll_frame();
         }
+        conn.account_buffered(rs.buffered(), &self.stats);
+        let more = rs.has_frames() || rs.maybe_readable();
+        drop(rs);
+        if eof {
+            if frame.is_none() {
+                self.close_connection(conn, CloseCause::Io("closed by peer".into()));
+                return None;
+            }
+            // Serve what arrived before the end, then close on the next visit.
+            conn.mark_readable(false);
+            self.reactor.push_ready(conn.clone());
+        } else if more {
+            self.reactor.push_ready(conn.clone());
+        }
+        frame
     }
 
     fn handle_frame(&self, conn: &Arc<Connection>, frame: Frame, p: &Arc<Participant>) -> Handled {
