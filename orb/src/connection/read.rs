@@ -296,9 +296,9 @@ impl<S: Io> Connection<S> {
     }
 
     /// Brings the ORB's read-buffer gauge up to date with the `now` bytes this connection
-    /// holds (nothing to do when unchanged: no atomic swap then). [`forget_buffered`]
-    /// (Self::forget_buffered) swaps it to 0 at close without the read lock; either order
-    /// accounts each byte once.
+    /// holds (nothing to do when unchanged: no atomic swap then).
+    /// [`forget_buffered`](Self::forget_buffered) swaps it to 0 at close without the read
+    /// lock; either order accounts each byte once.
     pub(crate) fn account_buffered(&self, now: usize, stats: &Stats) {
         if self.accounted.load(Ordering::Relaxed) != now {
             let before = self.accounted.swap(now, Ordering::Relaxed);
