@@ -4,19 +4,28 @@
 #
 #   examples/bench/callgrind.sh            # both sides: instructions and atomics per call
 #   examples/bench/callgrind.sh --where    # also: where the atomics are (source lines)
+#   examples/bench/callgrind.sh --omniorb  # also: omniORB's client and server, counted alike
 #
-# Needs valgrind, objdump (binutils), addr2line (for --where) and python3.
+# Needs valgrind, objdump (binutils), addr2line (for --where) and python3; --omniorb needs what
+# examples/bench/omniorb/build.sh needs (omniORB 4, omniidl, g++, pkg-config).
 #
 # Per call = (run of 22,000 calls - run of 2,200 calls) / 19,800, so start-up and shutdown
-# cancel out. An "atomic" is an executed `lock`-prefixed instruction or an `xchg` with memory
+# cancel out. Instructions are the whole process's (the ORB, std or libstdc++, libc, the kernel
+# excluded), so the ORB and omniORB (whose code is in libomniORB4.so) are counted alike. An "atomic" is an executed `lock`-prefixed instruction or an `xchg` with memory
 # (what locks, reference counts and atomic counters compile to): callgrind counts one as one
 # instruction, but on the 2-vCPU Xeon of PROFILE.md one costs ~6 ns (a lock and its unlock
 # ~12 ns), as much as ~25 ordinary instructions. Only the benchmark binary's own code is
 # counted (the ORB, std, bytes, prost...), not libc's.
 set -euo pipefail
 
-where=0
-[[ "${1:-}" == "--where" ]] && where=1
+where=0 omni=0
+for arg in "$@"; do
+    case "$arg" in
+        --where) where=1 ;;
+        --omniorb) omni=1 ;;
+        *) echo "callgrind.sh: unknown option $arg" >&2; exit 2 ;;
+    esac
+done
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 target="${CARGO_TARGET_DIR:-$root/target}"
 work="$(mktemp -d)"
@@ -28,31 +37,38 @@ done
 (cd "$root" && CARGO_PROFILE_PERF_DEBUG=line-tables-only cargo build --quiet --profile perf -p orb-bench)
 bin="$target/perf/orb-bench"
 
-# One lat run under callgrind (server and client); $1 names it, $2 is "--quick" or empty.
+# One lat run under callgrind (server and client) of binary $3; $1 names it, $2 is "--quick"
+# or empty. Both benchmark binaries take the same arguments and print the same start line.
 run() {
+    local port
+    port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
     valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$work/server-$1.out" \
-        "$bin" server --port 0 --threads 2 2> "$work/server-$1.err" > /dev/null &
-    local pid=$! port=""
+        "$3" server --port "$port" --threads 2 2> "$work/server-$1.err" > /dev/null &
+    local pid=$! up=""
     for _ in $(seq 200); do
-        port="$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/server-$1.err")"
-        [[ -n "$port" ]] && break
+        grep -q "listening on" "$work/server-$1.err" 2> /dev/null && up=1 && break
         sleep 0.1
     done
-    [[ -n "$port" ]] || { echo "callgrind.sh: the server did not start" >&2; exit 1; }
+    [[ -n "$up" ]] || { echo "callgrind.sh: the server $3 did not start" >&2; exit 1; }
     valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$work/client-$1.out" \
-        "$bin" client --port "$port" lat $2 > /dev/null 2> "$work/client-$1.err"
+        "$3" client --port "$port" lat $2 > /dev/null 2> "$work/client-$1.err"
     kill -TERM "$pid"
     wait "$pid" 2> /dev/null || true
 }
-run quick --quick
-run full ""
+run quick --quick "$bin"
+run full "" "$bin"
+if [[ "$omni" == 1 ]]; then
+    omnibin="$("$root/examples/bench/omniorb/build.sh" "$target/omniorb-bench")"
+    run omni-quick --quick "$omnibin"
+    run omni-full "" "$omnibin"
+fi
 objdump -d --no-show-raw-insn "$bin" | awk '/\tlock |\txchg .*\(/ { sub(":", "", $1); print $1 }' \
     > "$work/atomic-addrs"
 
-python3 - "$work" "$bin" "$where" << 'EOF'
+python3 - "$work" "$bin" "$where" "$omni" << 'EOF'
 import collections, re, subprocess, sys
 
-work, binary, where = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+work, binary, where, omni = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4] == "1"
 atomic = {int(a, 16) for a in open(f"{work}/atomic-addrs").read().split()}
 CALLS = 22000 - 2200
 
@@ -108,4 +124,11 @@ for side in ("server", "client"):
             chain = [loc.split("/")[-1] for loc in out[1::2]
                      if any(k in loc for k in ("orb/src", "bytes-", "examples/", "prost-"))]
             print(f"  {n:5.1f}  {' <- '.join(chain[:4]) or hex(addr)}")
+
+if omni:
+    # omniORB's own code is in shared libraries, which the atomics count above does not read;
+    # the instructions are counted as for the ORB: the whole process, per call.
+    for side in ("server", "client"):
+        (tq, _), (tf, _) = parse(f"{work}/{side}-omni-quick.out"), parse(f"{work}/{side}-omni-full.out")
+        print(f"omniORB {side}: {(tf - tq) / CALLS:,.0f} instructions per call")
 EOF
