@@ -62,7 +62,9 @@ fn header() -> RequestHeader {
         response_flags: 0x03,
         target: TargetAddress::Key(Bytes::from_static(b"echo")),
         operation: "Echo".into(),
-        service_context: ServiceContextList(vec![Deadline(Duration::from_secs(30)).to_context()]),
+        service_context: ServiceContextList(smallvec::smallvec![
+            Deadline(Duration::from_secs(30)).to_context()
+        ]),
     }
 }
 

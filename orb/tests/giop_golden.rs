@@ -566,7 +566,7 @@ fn bidir_context() {
         response_flags: 0x03,
         target: key_name_service(),
         operation: "registerCb".into(),
-        service_context: ServiceContextList(vec![ServiceContext {
+        service_context: ServiceContextList(smallvec::smallvec![ServiceContext {
             id: 5,
             data: Bytes::from(data.clone()),
         }]),

@@ -313,7 +313,7 @@ mod tests {
                     let h = ReplyHeader {
                         request_id: 99,
                         status,
-                        service_context: ServiceContextList(vec![ServiceContext {
+                        service_context: ServiceContextList(smallvec::smallvec![ServiceContext {
                             id: 5,
                             data: Bytes::from_static(&[1, 2, 3]),
                         }]),
@@ -345,7 +345,7 @@ mod tests {
         assert_eq!(buf.len(), 24);
         // With a context the header ends unaligned, and still no padding is added.
         let h = ReplyHeader {
-            service_context: ServiceContextList(vec![ServiceContext {
+            service_context: ServiceContextList(smallvec::smallvec![ServiceContext {
                 id: 1,
                 data: Bytes::from_static(&[1]),
             }]),

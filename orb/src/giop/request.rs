@@ -14,7 +14,7 @@
 
 use super::{begin_message, end_message, read_octets_of, read_string_of, rest_as_body};
 use super::{Body, ByteString, MsgType};
-use super::{ServiceContext, ServiceContextList, Version};
+use super::{RequestContexts, ServiceContext, Version};
 use crate::cdr::{ByteOrder, CdrReader, CdrWriter, DecodeError, DecodeErrorKind, DecodeResultExt};
 use crate::ior::{IiopProfile, ObjectRef, TaggedProfile, TAG_INTERNET_IOP};
 use bytes::{Bytes, BytesMut};
@@ -144,7 +144,7 @@ pub struct RequestHeader {
     /// Operation name (decoded: a slice of the received frame).
     pub operation: ByteString,
     /// Service contexts.
-    pub service_context: ServiceContextList,
+    pub service_context: RequestContexts,
 }
 
 impl RequestHeader {
@@ -218,7 +218,7 @@ fn decode_request_inner(
         r.skip(3).field("reserved")?;
         let target = TargetAddress::decode(msg, r).field("target")?;
         let operation = read_string_of(msg, r).field("operation")?;
-        let service_context = ServiceContextList::decode_in(msg, r)?;
+        let service_context = RequestContexts::decode_in(msg, r)?;
         r.align_if_remaining(8).field("body")?;
         RequestHeader {
             request_id,
@@ -228,7 +228,7 @@ fn decode_request_inner(
             service_context,
         }
     } else {
-        let service_context = ServiceContextList::decode_in(msg, r)?;
+        let service_context = RequestContexts::decode_in(msg, r)?;
         let request_id = r.read_u32().field("request_id")?;
         let response_expected = r.read_bool().field("response_expected")?;
         if version.minor == 1 {
@@ -305,7 +305,7 @@ fn write_head_in(
         w.write_raw(&[header.response_flags, 0, 0, 0]);
         header.target.encode(&mut w);
         w.write_string(header.operation);
-        ServiceContextList::encode_slice(header.service_context, &mut w);
+        super::service_context::encode_contexts(header.service_context, &mut w);
         let before_pad = w.buffer_index();
         w.align(8);
         let body_start = w.buffer_index();
@@ -316,7 +316,7 @@ fn write_head_in(
             dst.truncate(before_pad);
         }
     } else {
-        ServiceContextList::encode_slice(header.service_context, &mut w);
+        super::service_context::encode_contexts(header.service_context, &mut w);
         w.write_u32(header.request_id);
         w.write_bool(header.response_expected());
         if version.minor == 1 {
@@ -333,7 +333,7 @@ fn write_head_in(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::giop::{Header, ServiceContext, HEADER_LEN};
+    use crate::giop::{Header, ServiceContext, ServiceContextList, HEADER_LEN};
 
     /// Decodes `buf` (a whole message) as a Request.
     fn decode(buf: &[u8]) -> Result<Request, DecodeError> {
@@ -352,7 +352,7 @@ mod tests {
             response_flags: 0x03,
             target,
             operation: "call".into(),
-            service_context: ServiceContextList(vec![ServiceContext {
+            service_context: ServiceContextList(smallvec::smallvec![ServiceContext {
                 id: 1,
                 data: Bytes::from_static(&[1, 0, 0, 0, 1, 0, 1, 0, 9, 1, 1, 0]),
             }]),
