@@ -53,8 +53,10 @@
 //! include path):
 //!
 //! - `option (orb.oneway) = true;` (the method returns `google.protobuf.Empty`): the servant
-//!   returns `Result<(), Exception>`; the client method sends and returns
-//!   `Result<(), SystemException>` at once.
+//!   returns `Result<(), Exception>`; the client methods (`notify(req)` and
+//!   `notify_with_timeout(req, timeout)`) return `Result<(), SystemException>` once the
+//!   request is handed to the connection. The timeout bounds that hand-over (connecting, and
+//!   room in the connection's outgoing queue), not delivery.
 //! - `option (orb.raises) = "Oops";` (repeatable): an enum `EchoEchoError { Oops(Oops), System(..) }`
 //!   is the error type of both the servant method and the client method. The skeleton sends a
 //!   user variant as a USER_EXCEPTION with repository id `IDL:demo/Oops:1.0`; the client

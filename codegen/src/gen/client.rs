@@ -1,5 +1,5 @@
 //! The client stub: `{Service}Client` wraps an `ObjectProxy` and has one blocking method per
-//! operation (plus a `_with_timeout` variant for two-way operations).
+//! operation (plus a `_with_timeout` variant, oneway operations included).
 
 use super::{client_method_idents, docs_with, naming_allows, rust_type, Names};
 use crate::gen::servant::servant_result;
@@ -105,6 +105,12 @@ fn client_methods(method: &Method, names: &Names) -> TokenStream {
              connection; no reply comes."
         )];
         let docs = docs_with(&method.docs, &ours);
+        let timeout_doc = format!(
+            " Sends oneway operation `{op}`, waiting at most `timeout` to hand it to the \
+             connection (connecting, and room in its outgoing queue; then TIMEOUT or \
+             TRANSIENT, and nothing was sent). No reply comes: `timeout` does not cover \
+             delivery."
+        );
         return quote! {
             #docs
             #allows
@@ -112,6 +118,15 @@ fn client_methods(method: &Method, names: &Names) -> TokenStream {
                 -> ::core::result::Result<(), ::orb::codegen::SystemException>
             {
                 self.proxy.invoke_oneway(#op, ::orb::codegen::encode(&req))
+            }
+
+            #[doc = #timeout_doc]
+            #timeout_allows
+            pub fn #with_timeout(&self, req: #input, timeout: ::orb::codegen::Duration)
+                -> ::core::result::Result<(), ::orb::codegen::SystemException>
+            {
+                self.proxy
+                    .invoke_oneway_with_timeout(#op, ::orb::codegen::encode(&req), timeout)
             }
         };
     }

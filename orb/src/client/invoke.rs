@@ -91,14 +91,18 @@ impl Orb {
         Ok(())
     }
 
+    /// A oneway call. Its deadline (`timeout`, else the ORB's call timeout, capped by the
+    /// one inherited from the upcall being served) bounds what a oneway waits for: opening
+    /// the connection and waiting for room in its outgoing queue. No reply is awaited.
     pub(crate) fn invoke_oneway(
         &self,
         target: &ObjectRef,
         operation: &str,
         body: Bytes,
+        timeout: Option<Duration>,
     ) -> Result<(), SystemException> {
         self.inner
-            .call_octets(target, operation, false, &body, None)
+            .call_octets(target, operation, false, &body, timeout)
             .map(|_| ())
     }
 

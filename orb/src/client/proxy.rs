@@ -60,8 +60,33 @@ impl ObjectProxy {
     }
 
     /// A oneway call: returns once the request is handed to the connection; no reply comes.
+    ///
+    /// It waits, at most the ORB's default call timeout (or the deadline inherited from the
+    /// upcall this thread is serving, whichever is sooner), for what handing over takes:
+    /// opening the connection, and room in the connection's outgoing queue if a peer that
+    /// does not read has filled it. See [`invoke_oneway_with_timeout`](Self::invoke_oneway_with_timeout).
     pub fn invoke_oneway(&self, operation: &str, body: Bytes) -> Result<(), SystemException> {
-        self.orb.invoke_oneway(&self.target, operation, body)
+        self.orb.invoke_oneway(&self.target, operation, body, None)
+    }
+
+    /// [`invoke_oneway`](Self::invoke_oneway) bounded by `timeout` instead of the ORB's
+    /// default call timeout (the deadline inherited from an upcall still caps it).
+    ///
+    /// `timeout` bounds connecting (each address also within
+    /// [`OrbBuilder::connect_timeout`](crate::OrbBuilder::connect_timeout)) and waiting for
+    /// room in the outgoing queue: past it the call fails with TIMEOUT (or TRANSIENT when
+    /// the connection attempt itself failed or timed out) and nothing was sent. It does not
+    /// bound host name resolution, which blocks the calling thread, and it says nothing
+    /// about delivery: once the request is queued the call returns, and a oneway has no
+    /// reply to wait for.
+    pub fn invoke_oneway_with_timeout(
+        &self,
+        operation: &str,
+        body: Bytes,
+        timeout: Duration,
+    ) -> Result<(), SystemException> {
+        self.orb
+            .invoke_oneway(&self.target, operation, body, Some(timeout))
     }
 
     /// A two-way call of a plain CORBA (IDL) operation, whose parameters are not one protobuf

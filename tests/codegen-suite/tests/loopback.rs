@@ -201,3 +201,80 @@ fn an_oversized_request_is_refused_before_it_is_sent() {
     client.shutdown();
     server.shutdown();
 }
+
+/// A oneway's `_with_timeout` variant is delivered like the plain call, once a connection is
+/// open and when a new one must be opened.
+#[test]
+fn oneway_with_timeout_is_delivered() {
+    let p = Pair::new();
+    let store = Arc::new(StoreImpl::default());
+    let obj = p
+        .server
+        .activate("store", StoreSkeleton::new(store.clone()));
+    let client = StoreClient::new(&p.client, obj);
+    client
+        .notify_with_timeout(sample_item("first"), Duration::from_secs(5))
+        .unwrap();
+    client.notify(sample_item("second")).unwrap();
+    client
+        .notify_with_timeout(sample_item("third"), Duration::from_secs(5))
+        .unwrap();
+    wait_until("the oneway calls", || {
+        store.notified.lock().unwrap().len() == 3
+    });
+    let ids: Vec<String> = store
+        .notified
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|i| i.id.clone())
+        .collect();
+    assert_eq!(ids, ["first", "second", "third"]);
+}
+
+/// A oneway's timeout bounds connecting: to an endpoint whose accept queue is full (the
+/// handshake never completes), `notify_with_timeout` gives up within its timeout, though
+/// the ORB's own connect and call timeouts are a minute, and says TIMEOUT or TRANSIENT
+/// (completed NO: nothing was sent).
+#[test]
+fn oneway_with_timeout_to_a_hanging_endpoint_gives_up() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut queued = Vec::new();
+    // Loopback completes a handshake within the connect call, so the first connect that
+    // times out found the accept queue full.
+    loop {
+        match std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+            Ok(s) => queued.push(s),
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => break,
+            Err(e) => panic!("filling the accept queue: {e} after {}", queued.len()),
+        }
+        assert!(queued.len() < 10_000, "the accept queue never fills");
+    }
+    let client = Orb::builder()
+        .threads(1)
+        .connect_timeout(Duration::from_secs(60))
+        .call_timeout(Duration::from_secs(60))
+        .build()
+        .expect("orb builds");
+    let target = client
+        .string_to_object(&format!("corbaloc::127.0.0.1:{}/store", addr.port()))
+        .unwrap();
+    let stub = StoreClient::new(&client, target);
+    let start = Instant::now();
+    let e = stub
+        .notify_with_timeout(sample_item("lost"), Duration::from_millis(300))
+        .unwrap_err();
+    let took = start.elapsed();
+    assert!(
+        matches!(
+            e.kind,
+            SystemExceptionKind::TIMEOUT | SystemExceptionKind::TRANSIENT
+        ),
+        "{e}"
+    );
+    assert_eq!(e.completed, orb::CompletionStatus::No, "{e}");
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    client.shutdown();
+    drop(queued);
+}
