@@ -16,7 +16,7 @@ use crate::upcall::Upcalls;
 use bytes::Bytes;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -293,7 +293,8 @@ impl OrbBuilder {
             .unwrap_or(0);
         let standby_tick = config.standby_tick;
         let idle_timeout = config.idle_timeout;
-        let inner = Arc::new(OrbInner {
+        let inner = Arc::new_cyclic(|me| OrbInner {
+            me: me.clone(),
             config,
             host,
             listen_addrs,
@@ -330,6 +331,8 @@ impl OrbBuilder {
 /// Shared state of one ORB.
 #[derive(Debug)]
 pub(crate) struct OrbInner {
+    /// This ORB, weakly: what upcall contexts hand out as [`Context::orb`](crate::Context::orb).
+    pub(crate) me: Weak<OrbInner>,
     pub(crate) config: Config,
     pub(crate) host: String,
     pub(crate) listen_addrs: Vec<SocketAddr>,

@@ -2,11 +2,12 @@
 //! per-upcall [`Context`].
 
 use crate::exception::Exception;
+use crate::orb::{Orb, OrbInner};
 use bytes::Bytes;
 use bytestring::ByteString;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 /// An object implementation the ORB can dispatch requests to.
@@ -52,6 +53,10 @@ struct ContextInner {
     peer: Option<SocketAddr>,
     deadline: Option<Instant>,
     cancelled: AtomicBool,
+    /// The ORB serving the request (dangling for [`Context::for_test`]). A spare context
+    /// keeps it from its last upcall, so that a thread serving one ORB never touches the
+    /// reference counts: `for_upcall` only compares pointers.
+    orb: Weak<OrbInner>,
 }
 
 impl Context {
@@ -65,7 +70,14 @@ impl Context {
         deadline: Option<Instant>,
     ) -> Self {
         let operation = ByteString::from(operation.into());
-        Context::fresh(operation, object_key, request_id, peer, deadline)
+        Context::fresh(
+            operation,
+            object_key,
+            request_id,
+            peer,
+            deadline,
+            Weak::new(),
+        )
     }
 
     fn fresh(
@@ -74,6 +86,7 @@ impl Context {
         request_id: u32,
         peer: Option<SocketAddr>,
         deadline: Option<Instant>,
+        orb: Weak<OrbInner>,
     ) -> Self {
         let inner = ContextInner {
             operation,
@@ -82,6 +95,7 @@ impl Context {
             peer,
             deadline,
             cancelled: AtomicBool::new(false),
+            orb,
         };
         Context {
             inner: Arc::new(inner),
@@ -96,6 +110,7 @@ impl Context {
         request_id: u32,
         peer: Option<SocketAddr>,
         deadline: Option<Instant>,
+        orb: &Weak<OrbInner>,
     ) -> Self {
         if let Some(mut inner) = SPARE.take() {
             if let Some(i) = Arc::get_mut(&mut inner) {
@@ -105,10 +120,20 @@ impl Context {
                 i.peer = peer;
                 i.deadline = deadline;
                 *i.cancelled.get_mut() = false;
+                if !Weak::ptr_eq(&i.orb, orb) {
+                    i.orb = orb.clone();
+                }
                 return Context { inner };
             }
         }
-        Context::fresh(operation, object_key, request_id, peer, deadline)
+        Context::fresh(
+            operation,
+            object_key,
+            request_id,
+            peer,
+            deadline,
+            orb.clone(),
+        )
     }
 
     /// Keeps this context as the thread's spare once its upcall is over, if nothing else
@@ -161,6 +186,31 @@ impl Context {
         self.inner.cancelled.load(Ordering::Acquire)
     }
 
+    /// The ORB serving this request: `None` for a [`for_test`](Self::for_test) context, or
+    /// once the ORB is gone (a context kept past its upcall does not keep its ORB alive).
+    ///
+    /// With it a servant makes nested calls, activates objects and writes references
+    /// ([`Orb::object_to_string`]) without having to be built with an ORB in hand:
+    ///
+    /// ```
+    /// fn whoami(ctx: &orb::Context) -> Option<String> {
+    ///     let orb = ctx.orb()?;
+    ///     let me = orb.reference("IDL:demo/Echo:1.0", ctx.object_key().clone());
+    ///     Some(orb.object_to_string(&me))
+    /// }
+    /// assert_eq!(whoami(&orb::Context::for_test("op")), None);
+    /// ```
+    ///
+    /// The handle returned is an ordinary [`Orb`], a strong one: resolving it costs a
+    /// reference count increment, paid only here, never per request. Use it within the
+    /// upcall, or keep it for later; but a servant that stores it makes a cycle (the ORB
+    /// holds its active servants), so that ORB's memory is not freed until the servant is
+    /// deactivated or lets go of it. [`Orb::shutdown`] still stops its threads and closes
+    /// its sockets.
+    pub fn orb(&self) -> Option<Orb> {
+        self.inner.orb.upgrade().map(|inner| Orb { inner })
+    }
+
     /// Marks the request cancelled: the ORB's, on a CancelRequest or a close, never a
     /// servant's (a servant that could cancel its own request would only hide its reply).
     pub(crate) fn cancel(&self) {
@@ -176,10 +226,24 @@ mod tests {
     /// clone keeps the values of its own request.
     #[test]
     fn a_kept_context_is_not_reused() {
-        let a = Context::for_upcall("first".into(), Bytes::from_static(b"k1"), 1, None, None);
+        let a = Context::for_upcall(
+            "first".into(),
+            Bytes::from_static(b"k1"),
+            1,
+            None,
+            None,
+            &Weak::new(),
+        );
         let kept = a.clone();
         a.recycle();
-        let b = Context::for_upcall("second".into(), Bytes::from_static(b"k2"), 2, None, None);
+        let b = Context::for_upcall(
+            "second".into(),
+            Bytes::from_static(b"k2"),
+            2,
+            None,
+            None,
+            &Weak::new(),
+        );
         b.cancel();
         assert_eq!(kept.operation(), "first");
         assert_eq!(kept.request_id(), 1);
@@ -187,7 +251,7 @@ mod tests {
         assert!(!kept.is_cancelled());
         let addr = Arc::as_ptr(&b.inner);
         b.recycle();
-        let c = Context::for_upcall("third".into(), Bytes::new(), 3, None, None);
+        let c = Context::for_upcall("third".into(), Bytes::new(), 3, None, None, &Weak::new());
         assert_eq!(
             Arc::as_ptr(&c.inner),
             addr,
@@ -201,7 +265,7 @@ mod tests {
         let name = Bytes::from(b"fourth".to_vec());
         drop(c);
         let op = ByteString::try_from(name.clone()).expect("UTF-8");
-        let d = Context::for_upcall(op, key.clone(), 4, None, None);
+        let d = Context::for_upcall(op, key.clone(), 4, None, None, &Weak::new());
         assert_eq!(&d.object_key()[..], &key[..]);
         assert_eq!(d.operation(), "fourth");
         d.recycle();
@@ -213,5 +277,24 @@ mod tests {
             name.is_unique(),
             "the spare context keeps the peer's operation name alive"
         );
+    }
+
+    /// A context names its ORB weakly: a test context has none, and a context kept past
+    /// its upcall neither keeps the ORB alive nor hands it out once it is gone.
+    #[test]
+    fn the_context_names_its_orb_weakly() {
+        assert!(Context::for_test("op").orb().is_none());
+        let orb = crate::Orb::builder()
+            .threads(0)
+            .no_listen()
+            .build()
+            .expect("orb builds");
+        let ctx = Context::for_upcall("op".into(), Bytes::new(), 1, None, None, &orb.inner.me);
+        let got = ctx.orb().expect("the context names its ORB");
+        assert!(Arc::ptr_eq(&got.inner, &orb.inner));
+        drop(got);
+        orb.shutdown();
+        drop(orb);
+        assert!(ctx.orb().is_none(), "a kept context resurrects its ORB");
     }
 }

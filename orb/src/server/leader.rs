@@ -367,6 +367,7 @@ impl OrbInner {
                     request_id,
                     Some(conn.peer),
                     deadline,
+                    &self.me,
                 );
                 if request.header.response_expected() {
                     conn.owed.start(request_id, ctx.clone());

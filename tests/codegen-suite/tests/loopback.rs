@@ -14,6 +14,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::{sample_item, ListenerImpl, StoreImpl, LIMIT};
 
+use codegen_suite::plain::{Note, Plain, PlainClient, PlainSkeleton};
+use orb::{Context, Exception, SystemException};
+
 struct Pair {
     server: Orb,
     client: Orb,
@@ -277,4 +280,73 @@ fn oneway_with_timeout_to_a_hanging_endpoint_gives_up() {
     assert!(took < Duration::from_secs(10), "took {took:?}");
     client.shutdown();
     drop(queued);
+}
+
+/// A `Plain` servant built without an ORB: it reaches the ORB serving it through
+/// [`Context::orb`]. `"activate"` activates `listener` in that ORB and answers its IOR;
+/// any other text is the IOR of a `Listener` it pings (a nested call) before it answers.
+struct OrbFromContext {
+    listener: Arc<ListenerImpl>,
+}
+
+impl Plain for OrbFromContext {
+    fn echo(&self, ctx: &Context, req: Note) -> Result<Note, Exception> {
+        let orb = ctx
+            .orb()
+            .ok_or_else(|| SystemException::internal("no ORB in the upcall's context"))?;
+        if req.text == "activate" {
+            let r = orb.activate_with_generated_key(ListenerSkeleton::new(self.listener.clone()));
+            return Ok(Note {
+                text: orb.object_to_string(&r),
+            });
+        }
+        let target = orb.string_to_object(&req.text)?;
+        ListenerClient::narrow(&orb, target)?.ping(())?;
+        Ok(Note {
+            text: "pinged".into(),
+        })
+    }
+}
+
+/// A servant uses `ctx.orb()` inside an upcall to create a reference in its ORB (the client
+/// then calls the object it names) and to make a nested call back to the client's ORB.
+#[test]
+fn a_servant_reaches_its_orb_from_the_context() {
+    let p = Pair::new();
+    let theirs = Arc::new(ListenerImpl::default());
+    let obj = p.server.activate(
+        "plain",
+        PlainSkeleton::new(OrbFromContext {
+            listener: theirs.clone(),
+        }),
+    );
+    let client = PlainClient::narrow(&p.client, obj).unwrap();
+
+    let ior = client.echo(Note {
+        text: "activate".into(),
+    });
+    let ior = ior.unwrap().text;
+    let activated = p.client.string_to_object(&ior).unwrap();
+    assert_eq!(
+        activated.primary().map(|pr| pr.port),
+        Some(p.server.listen_addrs()[0].port()),
+        "the reference does not name the serving ORB"
+    );
+    ListenerClient::narrow(&p.client, activated)
+        .unwrap()
+        .ping(())
+        .unwrap();
+    assert_eq!(*theirs.pings.lock().unwrap(), 1);
+
+    let mine = Arc::new(ListenerImpl::default());
+    let mine_ref = p
+        .client
+        .activate("mine", ListenerSkeleton::new(mine.clone()));
+    let reply = client
+        .echo(Note {
+            text: p.client.object_to_string(&mine_ref),
+        })
+        .unwrap();
+    assert_eq!(reply.text, "pinged");
+    assert_eq!(*mine.pings.lock().unwrap(), 1);
 }
