@@ -225,13 +225,15 @@ fn oneway_with_timeout_is_delivered() {
     wait_until("the oneway calls", || {
         store.notified.lock().unwrap().len() == 3
     });
-    let ids: Vec<String> = store
+    // Pool threads serve oneways concurrently: the order they ran in is not the order sent.
+    let mut ids: Vec<String> = store
         .notified
         .lock()
         .unwrap()
         .iter()
         .map(|i| i.id.clone())
         .collect();
+    ids.sort();
     assert_eq!(ids, ["first", "second", "third"]);
 }
 
