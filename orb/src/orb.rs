@@ -295,6 +295,7 @@ impl OrbBuilder {
         let idle_timeout = config.idle_timeout;
         let inner = Arc::new_cyclic(|me| OrbInner {
             me: me.clone(),
+            user: std::sync::OnceLock::new(),
             config,
             host,
             listen_addrs,
@@ -323,8 +324,12 @@ impl OrbBuilder {
             handles.push(h);
         }
         *lock(&inner.threads) = handles;
+        let user = Arc::new(UserHandle {
+            inner: Arc::downgrade(&inner),
+        });
+        let _ = inner.user.set(Arc::downgrade(&user));
         tracing::debug!(listen = ?inner.listen_addrs, threads = inner.config.threads, "orb started");
-        Ok(Orb { inner })
+        Ok(Orb { _user: user, inner })
     }
 }
 
@@ -333,6 +338,9 @@ impl OrbBuilder {
 pub(crate) struct OrbInner {
     /// This ORB, weakly: what upcall contexts hand out as [`Context::orb`](crate::Context::orb).
     pub(crate) me: Weak<OrbInner>,
+    /// The application's handles, weakly (set once, by `build`): [`Context::orb`](crate::Context::orb)
+    /// hands out one more of them while any is left.
+    pub(crate) user: std::sync::OnceLock<Weak<UserHandle>>,
     pub(crate) config: Config,
     pub(crate) host: String,
     pub(crate) listen_addrs: Vec<SocketAddr>,
@@ -366,6 +374,72 @@ impl OrbInner {
         let _ = self.lf.run(&p, None, &*self);
     }
 
+    /// [`Orb::shutdown`].
+    pub(crate) fn shutdown(&self) {
+        let inner = self;
+        if inner.shutting_down.swap(true, Ordering::AcqRel) {
+            self.join_threads();
+            return;
+        }
+        let _span = tracing::debug_span!("shutdown").entered();
+        // 1. Stop accepting.
+        inner.reactor.close_listeners();
+        // 2. Let running upcalls finish (the pool keeps serving meanwhile: they may need it).
+        let deadline = Instant::now() + inner.config.shutdown_grace;
+        let in_upcall = crate::upcall::current_depth() > 0;
+        let own = usize::from(in_upcall);
+        if !inner.upcalls.wait_idle(own, deadline) {
+            tracing::warn!("shutdown grace period over with upcalls still running");
+        }
+        // 3. Close every connection (CloseConnection only where no reply is owed); waiters
+        // wake with an error.
+        for e in inner.reactor.entries() {
+            match e {
+                crate::reactor::Entry::Conn(c) => inner.close_for_shutdown(&c),
+                crate::reactor::Entry::Listener(_) => {}
+            }
+        }
+        inner.outbound.clear();
+        // 4. Stop the pool. A pool thread stuck in an upcall past the grace period is not
+        // waited for beyond a short margin (see the doc comment).
+        inner.lf.shutdown(inner);
+        inner.upcalls.clear_parked();
+        inner.reactor.clear_ready();
+        self.join_threads_until(Some(deadline + STUCK_JOIN_MARGIN), own);
+        tracing::debug!("orb shut down");
+    }
+
+    /// Joins the pool threads. With `until`, stops waiting at that instant if upcalls (other
+    /// than `own`, the caller's) still run, and detaches the threads that have not ended:
+    /// they are stuck in user code.
+    fn join_threads_until(&self, until: Option<Instant>, own: usize) {
+        let me = std::thread::current().id();
+        let mut handles: Vec<_> = std::mem::take(&mut *lock(&self.threads));
+        handles.retain(|h| h.thread().id() != me);
+        if let Some(until) = until {
+            while handles.iter().any(|h| !h.is_finished()) {
+                let stuck = self.upcalls.running() > own;
+                if stuck && Instant::now() >= until {
+                    let left = handles.iter().filter(|h| !h.is_finished()).count();
+                    tracing::warn!(
+                        threads = left,
+                        "shutdown: pool threads stuck in upcalls are detached"
+                    );
+                    handles.retain(|h| h.is_finished());
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        for h in handles {
+            let _ = h.join();
+        }
+    }
+
+    fn join_threads(&self) {
+        self.join_threads_until(None, 0);
+    }
+
     pub(crate) fn check_running(&self) -> Result<(), SystemException> {
         if self.shutting_down.load(Ordering::Acquire) {
             Err(SystemException::shutdown())
@@ -377,11 +451,38 @@ impl OrbInner {
 
 /// An object request broker: serves activated objects and invokes remote ones.
 ///
-/// Cheap to clone (`Arc` inside), `Send + Sync`. Call [`Orb::shutdown`] when done: pool
-/// threads hold the ORB alive until then.
+/// Cheap to clone (`Arc` inside), `Send + Sync`. Call [`Orb::shutdown`] when done, or let
+/// the last handle go: dropping the last `Orb` of an ORB (counting its clones, the
+/// [`ObjectProxy`](crate::ObjectProxy)s and generated clients made with it, and those
+/// [`Context::orb`](crate::Context::orb) handed out) shuts it down as `shutdown` does, on the
+/// dropping thread, which may therefore wait up to the shutdown grace for running upcalls.
+/// Pool threads do not keep an ORB alive. A handle stored where the ORB itself holds it
+/// (in an active servant) does, until the servant is deactivated: shut such an ORB down
+/// explicitly.
 #[derive(Clone, Debug)]
 pub struct Orb {
+    /// Declared first, so dropped first: the last one shuts the ORB down while `inner` is
+    /// still there.
+    pub(crate) _user: Arc<UserHandle>,
     pub(crate) inner: Arc<OrbInner>,
+}
+
+/// What the application's handles of one ORB share: dropping the last one shuts it down.
+/// It holds the ORB weakly (pool threads hold it strongly until shutdown).
+#[derive(Debug)]
+pub(crate) struct UserHandle {
+    inner: Weak<OrbInner>,
+}
+
+impl Drop for UserHandle {
+    fn drop(&mut self) {
+        if let Some(inner) = self.inner.upgrade() {
+            if !inner.shutting_down.load(Ordering::Acquire) {
+                tracing::debug!("last handle of the ORB dropped; shutting it down");
+            }
+            inner.shutdown();
+        }
+    }
 }
 
 impl Orb {
@@ -492,68 +593,7 @@ impl Orb {
     /// such detached ones (and the calling thread, if it was called from an upcall, which
     /// then finishes its upcall and exits).
     pub fn shutdown(&self) {
-        let inner = &self.inner;
-        if inner.shutting_down.swap(true, Ordering::AcqRel) {
-            self.join_threads();
-            return;
-        }
-        let _span = tracing::debug_span!("shutdown").entered();
-        // 1. Stop accepting.
-        inner.reactor.close_listeners();
-        // 2. Let running upcalls finish (the pool keeps serving meanwhile: they may need it).
-        let deadline = Instant::now() + inner.config.shutdown_grace;
-        let in_upcall = crate::upcall::current_depth() > 0;
-        let own = usize::from(in_upcall);
-        if !inner.upcalls.wait_idle(own, deadline) {
-            tracing::warn!("shutdown grace period over with upcalls still running");
-        }
-        // 3. Close every connection (CloseConnection only where no reply is owed); waiters
-        // wake with an error.
-        for e in inner.reactor.entries() {
-            match e {
-                crate::reactor::Entry::Conn(c) => inner.close_for_shutdown(&c),
-                crate::reactor::Entry::Listener(_) => {}
-            }
-        }
-        inner.outbound.clear();
-        // 4. Stop the pool. A pool thread stuck in an upcall past the grace period is not
-        // waited for beyond a short margin (see the doc comment).
-        inner.lf.shutdown(&**inner);
-        inner.upcalls.clear_parked();
-        inner.reactor.clear_ready();
-        self.join_threads_until(Some(deadline + STUCK_JOIN_MARGIN), own);
-        tracing::debug!("orb shut down");
-    }
-
-    /// Joins the pool threads. With `until`, stops waiting at that instant if upcalls (other
-    /// than `own`, the caller's) still run, and detaches the threads that have not ended:
-    /// they are stuck in user code.
-    fn join_threads_until(&self, until: Option<Instant>, own: usize) {
-        let me = std::thread::current().id();
-        let mut handles: Vec<_> = std::mem::take(&mut *lock(&self.inner.threads));
-        handles.retain(|h| h.thread().id() != me);
-        if let Some(until) = until {
-            while handles.iter().any(|h| !h.is_finished()) {
-                let stuck = self.inner.upcalls.running() > own;
-                if stuck && Instant::now() >= until {
-                    let left = handles.iter().filter(|h| !h.is_finished()).count();
-                    tracing::warn!(
-                        threads = left,
-                        "shutdown: pool threads stuck in upcalls are detached"
-                    );
-                    handles.retain(|h| h.is_finished());
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        }
-        for h in handles {
-            let _ = h.join();
-        }
-    }
-
-    fn join_threads(&self) {
-        self.join_threads_until(None, 0);
+        self.inner.shutdown();
     }
 
     pub(crate) fn nesting_error() -> SystemException {

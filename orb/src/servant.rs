@@ -187,7 +187,8 @@ impl Context {
     }
 
     /// The ORB serving this request: `None` for a [`for_test`](Self::for_test) context, or
-    /// once the ORB is gone (a context kept past its upcall does not keep its ORB alive).
+    /// once the application has let go of every handle of the ORB (it is then shutting down;
+    /// a context kept past its upcall does not keep its ORB alive either).
     ///
     /// With it a servant makes nested calls, activates objects and writes references
     /// ([`Orb::object_to_string`]) without having to be built with an ORB in hand:
@@ -201,14 +202,16 @@ impl Context {
     /// assert_eq!(whoami(&orb::Context::for_test("op")), None);
     /// ```
     ///
-    /// The handle returned is an ordinary [`Orb`], a strong one: resolving it costs a
-    /// reference count increment, paid only here, never per request. Use it within the
-    /// upcall, or keep it for later; but a servant that stores it makes a cycle (the ORB
-    /// holds its active servants), so that ORB's memory is not freed until the servant is
-    /// deactivated or lets go of it. [`Orb::shutdown`] still stops its threads and closes
-    /// its sockets.
+    /// The handle returned is an ordinary [`Orb`], a strong one: resolving it costs two
+    /// reference count increments, paid only here, never per request. While it lives the ORB
+    /// is not shut down by dropping the application's handles (see [`Orb`]). Use it within
+    /// the upcall and let it go; a servant that stores it keeps its own ORB alive (the ORB
+    /// holds its active servants) until the servant is deactivated or [`Orb::shutdown`] is
+    /// called.
     pub fn orb(&self) -> Option<Orb> {
-        self.inner.orb.upgrade().map(|inner| Orb { inner })
+        let inner = self.inner.orb.upgrade()?;
+        let user = inner.user.get()?.upgrade()?;
+        Some(Orb { _user: user, inner })
     }
 
     /// Marks the request cancelled: the ORB's, on a CancelRequest or a close, never a

@@ -449,3 +449,73 @@ fn no_new_upcall_once_shutdown_starts_and_it_returns_when_upcalls_finish() {
     client.shutdown();
     late_orb.shutdown();
 }
+
+/// Dropping the last handle of an ORB shuts it down, though its pool threads still run: its
+/// port stops accepting, and a client's call fails (TRANSIENT or COMM_FAILURE) instead of
+/// being served.
+#[test]
+fn dropping_the_last_handle_shuts_the_orb_down() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let server = orb::Orb::builder().threads(2).build().unwrap();
+    let (_s, r) = activate_echo(&server);
+    let addr = server.listen_addrs()[0];
+    let second = server.clone();
+    let client_orb = orb::Orb::builder().threads(0).build().unwrap();
+    let c = EchoClient::new(&client_orb, r.clone());
+    c.echo(Payload::default())
+        .expect("served while a handle is held");
+    drop(server);
+    c.echo(Payload::default())
+        .expect("served while a clone of the handle is held");
+    let started = Instant::now();
+    drop(second);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "dropping the last handle hung"
+    );
+    // A new connection is refused, and so is a call from a fresh client ORB.
+    assert!(
+        std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).is_err(),
+        "the dropped ORB still accepts connections"
+    );
+    let fresh = orb::Orb::builder().threads(0).build().unwrap();
+    let e = EchoClient::new(&fresh, r)
+        .echo_with_timeout(Payload::default(), Duration::from_secs(5))
+        .expect_err("a dropped ORB served a call");
+    let orb::Exception::System(e) = e else {
+        panic!("not a system exception: {e:?}")
+    };
+    assert!(
+        matches!(
+            e.kind,
+            SystemExceptionKind::TRANSIENT | SystemExceptionKind::COMM_FAILURE
+        ),
+        "{e}"
+    );
+    // The client's cached connection to it is closed too.
+    assert!(c.echo(Payload::default()).is_err());
+}
+
+/// A proxy (here a generated client) counts as a handle: the ORB it was made with keeps
+/// serving after the application drops its `Orb`, until the proxy goes too.
+#[test]
+fn a_proxy_keeps_its_orb_alive() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let server = orb::Orb::builder().threads(2).build().unwrap();
+    let (_s, r) = activate_echo(&server);
+    let addr = server.listen_addrs()[0];
+    let own = EchoClient::new(&server, r.clone());
+    drop(server);
+    let client_orb = orb::Orb::builder().threads(0).build().unwrap();
+    let c = EchoClient::new(&client_orb, r);
+    c.echo(Payload::default())
+        .expect("an ORB whose proxy lives stopped serving");
+    own.echo(Payload::default())
+        .expect("the proxy's own ORB stopped working");
+    drop(own);
+    assert!(
+        std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).is_err(),
+        "the ORB outlived its last proxy"
+    );
+    client_orb.shutdown();
+}

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 /// A reference bound to an ORB: invokes operations on the remote (or collocated) object.
 ///
-/// Cheap to clone; `Send + Sync`. Generated clients (`EchoClient`) wrap one.
+/// Cheap to clone; `Send + Sync`. Generated clients (`EchoClient`) wrap one. It holds a
+/// handle of its ORB: the ORB is not shut down by dropping the application's `Orb`s while a
+/// proxy made with it lives (see [`Orb`]).
 #[derive(Clone, Debug)]
 pub struct ObjectProxy {
     orb: Orb,

@@ -352,3 +352,65 @@ fn a_servant_reaches_its_orb_from_the_context() {
     assert_eq!(reply.text, "pinged");
     assert_eq!(*mine.pings.lock().unwrap(), 1);
 }
+
+/// A `Plain` servant that holds `ctx.orb()` until told to let go.
+struct HoldsItsOrb {
+    go: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+    entered: std::sync::Mutex<std::sync::mpsc::Sender<()>>,
+}
+
+impl Plain for HoldsItsOrb {
+    fn echo(&self, ctx: &Context, req: Note) -> Result<Note, Exception> {
+        let orb = ctx.orb();
+        let _ = self.entered.lock().unwrap().send(());
+        let _ = self
+            .go
+            .lock()
+            .unwrap()
+            .recv_timeout(Duration::from_secs(20));
+        // The last handle of the ORB: dropping it shuts the ORB down from inside this upcall.
+        drop(orb);
+        Ok(req)
+    }
+}
+
+/// The handle `ctx.orb()` hands out counts: the ORB keeps serving after the application
+/// drops its own, and when the servant drops that last handle inside its upcall, on a pool
+/// thread, the ORB shuts down without deadlocking.
+#[test]
+fn the_last_handle_dropped_inside_an_upcall_shuts_the_orb_down() {
+    let server = Orb::builder().threads(2).build().expect("orb builds");
+    let client_orb = Orb::builder().threads(0).build().expect("orb builds");
+    let (go, go_rx) = std::sync::mpsc::channel();
+    let (entered_tx, entered) = std::sync::mpsc::channel();
+    let obj = server.activate(
+        "hold",
+        PlainSkeleton::new(HoldsItsOrb {
+            go: std::sync::Mutex::new(go_rx),
+            entered: std::sync::Mutex::new(entered_tx),
+        }),
+    );
+    let addr = server.listen_addrs()[0];
+    let client = PlainClient::new(&client_orb, obj);
+    let call = std::thread::spawn(move || client.echo(Note { text: "x".into() }));
+    entered
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the upcall started");
+    let started = Instant::now();
+    drop(server);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "dropping a handle while the servant holds another one waited"
+    );
+    assert!(
+        std::net::TcpStream::connect(addr).is_ok(),
+        "the ORB stopped while its servant held a handle"
+    );
+    go.send(()).unwrap();
+    // The reply may or may not have gone out before the connection closed.
+    let _ = call.join().expect("the caller returned");
+    wait_until("the ORB to stop accepting", || {
+        std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err()
+    });
+    client_orb.shutdown();
+}
