@@ -293,8 +293,8 @@ impl OrbBuilder {
             .unwrap_or(0);
         let standby_tick = config.standby_tick;
         let idle_timeout = config.idle_timeout;
-        let inner = Arc::new_cyclic(|me| OrbInner {
-            me: me.clone(),
+        let inner = Arc::new_cyclic(|me: &Weak<OrbInner>| OrbInner {
+            me_any: me.clone(),
             user: std::sync::OnceLock::new(),
             config,
             host,
@@ -336,8 +336,9 @@ impl OrbBuilder {
 /// Shared state of one ORB.
 #[derive(Debug)]
 pub(crate) struct OrbInner {
-    /// This ORB, weakly: what upcall contexts hand out as [`Context::orb`](crate::Context::orb).
-    pub(crate) me: Weak<OrbInner>,
+    /// This ORB, weakly and type-erased (`servant.rs` sits below this module): what upcall
+    /// contexts hold and hand out as [`Context::orb`](crate::Context::orb).
+    pub(crate) me_any: Weak<dyn std::any::Any + Send + Sync>,
     /// The application's handles, weakly (set once, by `build`): [`Context::orb`](crate::Context::orb)
     /// hands out one more of them while any is left.
     pub(crate) user: std::sync::OnceLock<Weak<UserHandle>>,
@@ -446,6 +447,36 @@ impl OrbInner {
         } else {
             Ok(())
         }
+    }
+}
+
+impl crate::Context {
+    /// The ORB serving this request: `None` for a [`for_test`](Self::for_test) context, or
+    /// once the application has let go of every handle of the ORB (it is then shutting down;
+    /// a context kept past its upcall does not keep its ORB alive either).
+    ///
+    /// With it a servant makes nested calls, activates objects and writes references
+    /// ([`Orb::object_to_string`]) without having to be built with an ORB in hand:
+    ///
+    /// ```
+    /// fn whoami(ctx: &orb::Context) -> Option<String> {
+    ///     let orb = ctx.orb()?;
+    ///     let me = orb.reference("IDL:demo/Echo:1.0", ctx.object_key().clone());
+    ///     Some(orb.object_to_string(&me))
+    /// }
+    /// assert_eq!(whoami(&orb::Context::for_test("op")), None);
+    /// ```
+    ///
+    /// The handle returned is an ordinary [`Orb`], a strong one: resolving it costs two
+    /// reference count increments, paid only here, never per request. While it lives the ORB
+    /// is not shut down by dropping the application's handles (see [`Orb`]). Use it within
+    /// the upcall and let it go; a servant that stores it keeps its own ORB alive (the ORB
+    /// holds its active servants) until the servant is deactivated or [`Orb::shutdown`] is
+    /// called.
+    pub fn orb(&self) -> Option<Orb> {
+        let inner = self.orb_weak().upgrade()?.downcast::<OrbInner>().ok()?;
+        let user = inner.user.get()?.upgrade()?;
+        Some(Orb { _user: user, inner })
     }
 }
 

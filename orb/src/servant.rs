@@ -2,9 +2,9 @@
 //! per-upcall [`Context`].
 
 use crate::exception::Exception;
-use crate::orb::{Orb, OrbInner};
 use bytes::Bytes;
 use bytestring::ByteString;
+use std::any::Any;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
@@ -56,7 +56,7 @@ struct ContextInner {
     /// The ORB serving the request (dangling for [`Context::for_test`]). A spare context
     /// keeps it from its last upcall, so that a thread serving one ORB never touches the
     /// reference counts: `for_upcall` only compares pointers.
-    orb: Weak<OrbInner>,
+    orb: Weak<dyn Any + Send + Sync>,
 }
 
 impl Context {
@@ -76,7 +76,7 @@ impl Context {
             request_id,
             peer,
             deadline,
-            Weak::new(),
+            Weak::<()>::new(),
         )
     }
 
@@ -86,7 +86,7 @@ impl Context {
         request_id: u32,
         peer: Option<SocketAddr>,
         deadline: Option<Instant>,
-        orb: Weak<OrbInner>,
+        orb: Weak<dyn Any + Send + Sync>,
     ) -> Self {
         let inner = ContextInner {
             operation,
@@ -110,7 +110,7 @@ impl Context {
         request_id: u32,
         peer: Option<SocketAddr>,
         deadline: Option<Instant>,
-        orb: &Weak<OrbInner>,
+        orb: &Weak<dyn Any + Send + Sync>,
     ) -> Self {
         if let Some(mut inner) = SPARE.take() {
             if let Some(i) = Arc::get_mut(&mut inner) {
@@ -186,32 +186,10 @@ impl Context {
         self.inner.cancelled.load(Ordering::Acquire)
     }
 
-    /// The ORB serving this request: `None` for a [`for_test`](Self::for_test) context, or
-    /// once the application has let go of every handle of the ORB (it is then shutting down;
-    /// a context kept past its upcall does not keep its ORB alive either).
-    ///
-    /// With it a servant makes nested calls, activates objects and writes references
-    /// ([`Orb::object_to_string`]) without having to be built with an ORB in hand:
-    ///
-    /// ```
-    /// fn whoami(ctx: &orb::Context) -> Option<String> {
-    ///     let orb = ctx.orb()?;
-    ///     let me = orb.reference("IDL:demo/Echo:1.0", ctx.object_key().clone());
-    ///     Some(orb.object_to_string(&me))
-    /// }
-    /// assert_eq!(whoami(&orb::Context::for_test("op")), None);
-    /// ```
-    ///
-    /// The handle returned is an ordinary [`Orb`], a strong one: resolving it costs two
-    /// reference count increments, paid only here, never per request. While it lives the ORB
-    /// is not shut down by dropping the application's handles (see [`Orb`]). Use it within
-    /// the upcall and let it go; a servant that stores it keeps its own ORB alive (the ORB
-    /// holds its active servants) until the servant is deactivated or [`Orb::shutdown`] is
-    /// called.
-    pub fn orb(&self) -> Option<Orb> {
-        let inner = self.inner.orb.upgrade()?;
-        let user = inner.user.get()?.upgrade()?;
-        Some(Orb { _user: user, inner })
+    /// The ORB serving the request, type-erased (see [`Context::orb`], in `orb.rs`: this
+    /// module sits below the ORB and does not name it).
+    pub(crate) fn orb_weak(&self) -> &Weak<dyn Any + Send + Sync> {
+        &self.inner.orb
     }
 
     /// Marks the request cancelled: the ORB's, on a CancelRequest or a close, never a
@@ -225,6 +203,10 @@ impl Context {
 mod tests {
     use super::*;
 
+    fn no_orb() -> Weak<dyn Any + Send + Sync> {
+        Weak::<()>::new()
+    }
+
     /// The ORB reuses a context after its upcall, but never one a servant still holds: the
     /// clone keeps the values of its own request.
     #[test]
@@ -235,7 +217,7 @@ mod tests {
             1,
             None,
             None,
-            &Weak::new(),
+            &no_orb(),
         );
         let kept = a.clone();
         a.recycle();
@@ -245,7 +227,7 @@ mod tests {
             2,
             None,
             None,
-            &Weak::new(),
+            &no_orb(),
         );
         b.cancel();
         assert_eq!(kept.operation(), "first");
@@ -254,7 +236,7 @@ mod tests {
         assert!(!kept.is_cancelled());
         let addr = Arc::as_ptr(&b.inner);
         b.recycle();
-        let c = Context::for_upcall("third".into(), Bytes::new(), 3, None, None, &Weak::new());
+        let c = Context::for_upcall("third".into(), Bytes::new(), 3, None, None, &no_orb());
         assert_eq!(
             Arc::as_ptr(&c.inner),
             addr,
@@ -268,7 +250,7 @@ mod tests {
         let name = Bytes::from(b"fourth".to_vec());
         drop(c);
         let op = ByteString::try_from(name.clone()).expect("UTF-8");
-        let d = Context::for_upcall(op, key.clone(), 4, None, None, &Weak::new());
+        let d = Context::for_upcall(op, key.clone(), 4, None, None, &no_orb());
         assert_eq!(&d.object_key()[..], &key[..]);
         assert_eq!(d.operation(), "fourth");
         d.recycle();
@@ -292,7 +274,7 @@ mod tests {
             .no_listen()
             .build()
             .expect("orb builds");
-        let ctx = Context::for_upcall("op".into(), Bytes::new(), 1, None, None, &orb.inner.me);
+        let ctx = Context::for_upcall("op".into(), Bytes::new(), 1, None, None, &orb.inner.me_any);
         let got = ctx.orb().expect("the context names its ORB");
         assert!(Arc::ptr_eq(&got.inner, &orb.inner));
         drop(got);

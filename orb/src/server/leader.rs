@@ -367,7 +367,7 @@ impl OrbInner {
                     request_id,
                     Some(conn.peer),
                     deadline,
-                    &self.me,
+                    &self.me_any,
                 );
                 if request.header.response_expected() {
                     conn.owed.start(request_id, ctx.clone());
