@@ -97,15 +97,6 @@ fn code_set_name(id: u32) -> Option<&'static str> {
     })
 }
 
-/// Lower-case hex of `data`.
-pub fn hex(data: &[u8]) -> String {
-    let mut s = String::with_capacity(2 * data.len());
-    for b in data {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
-}
-
 /// An object key as text: printable ASCII as is, `%` and every other byte as `%hh`.
 pub fn escape(data: &[u8]) -> String {
     let mut s = String::with_capacity(data.len());
@@ -296,7 +287,7 @@ fn profiles(r: &ObjectRef) -> Vec<ProfileInfo> {
                             tag: c.tag,
                             name: component_name(c.tag),
                             decoded: describe_component(c),
-                            hex: hex(&c.data),
+                            hex: hex::encode(&c.data),
                         })
                         .collect(),
                 },
@@ -304,7 +295,7 @@ fn profiles(r: &ObjectRef) -> Vec<ProfileInfo> {
                     tag: p.tag,
                     name: profile_name(p.tag),
                     len: p.data.len(),
-                    hex: hex(&p.data),
+                    hex: hex::encode(&p.data),
                 },
             },
         )
@@ -333,7 +324,12 @@ pub fn describe_text(r: &ObjectRef) -> String {
             } => {
                 let _ = writeln!(s, "{}. IIOP {version} {host} {port}", i + 1);
                 let _ = writeln!(s, "   Object Key: \"{}\"", escape(key));
-                let _ = writeln!(s, "   Object Key (hex): {} ({} bytes)", hex(key), key.len());
+                let _ = writeln!(
+                    s,
+                    "   Object Key (hex): {} ({} bytes)",
+                    hex::encode(key),
+                    key.len()
+                );
                 if components.is_empty() {
                     let _ = writeln!(s, "   No components");
                 }
@@ -419,7 +415,7 @@ pub fn describe_json(r: &ObjectRef) -> String {
                     json_str(version),
                     json_str(host),
                     json_str(&escape(key)),
-                    json_str(&hex(key)),
+                    json_str(&hex::encode(key)),
                     cs.join(",")
                 )
             }

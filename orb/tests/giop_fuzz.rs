@@ -72,9 +72,7 @@ fn hex(s: &str) -> Vec<u8> {
         .bytes()
         .filter(|b| !b.is_ascii_whitespace() && *b != b'|')
         .collect();
-    d.chunks(2)
-        .map(|p| u8::from_str_radix(std::str::from_utf8(p).unwrap(), 16).unwrap())
-        .collect()
+    hex::decode(d).expect("hex digits")
 }
 
 /// WIRE-GIOP's captures (see giop_golden.rs for what each one is).

@@ -20,10 +20,7 @@ fn hex(s: &str) -> Vec<u8> {
         .filter(|b| !b.is_ascii_whitespace() && *b != b'|')
         .collect();
     assert!(digits.len() % 2 == 0, "odd number of hex digits");
-    digits
-        .chunks(2)
-        .map(|p| u8::from_str_radix(std::str::from_utf8(p).unwrap(), 16).unwrap())
-        .collect()
+    hex::decode(digits).expect("hex digits")
 }
 
 /// Appends `s` as ASCII to a byte vector (for the quoted strings in the captures).

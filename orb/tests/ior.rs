@@ -53,19 +53,8 @@ const OMNI_CODE_SETS: [u8; 28] = [
     0x09, 0x01, 0x01, 0x00, 0x01, 0x00, 0x00, 0x00, 0x09, 0x01, 0x01, 0x00,
 ];
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}
-
 fn omni_names_bytes() -> Vec<u8> {
-    unhex(&OMNI_NAMES_IOR[4..])
+    hex::decode(&OMNI_NAMES_IOR[4..]).unwrap()
 }
 
 /// A big-endian IOR built by hand: type "IDL:Echo:1.0", an IIOP 1.2 profile (BE) with one
@@ -208,7 +197,7 @@ fn garbage_padding_is_ignored() {
     bytes[51] = 0x77;
     bytes[64 + 3] = 0x55; // after the IIOP version
     bytes[64 + 35] = 0x66; // after the key
-    let r = ObjectRef::parse(&format!("IOR:{}", hex(&bytes))).unwrap();
+    let r = ObjectRef::parse(&format!("IOR:{}", hex::encode(&bytes))).unwrap();
     let clean = ObjectRef::parse(OMNI_NAMES_IOR).unwrap();
     assert_eq!(r.type_id(), clean.type_id());
     assert_eq!(r.iiop_profiles(), clean.iiop_profiles());
@@ -219,7 +208,7 @@ fn garbage_padding_is_ignored() {
 #[test]
 fn big_endian_ior_parses_and_round_trips() {
     let bytes = big_endian_ior();
-    let s = format!("IOR:{}", hex(&bytes).to_ascii_uppercase());
+    let s = format!("IOR:{}", hex::encode(&bytes).to_ascii_uppercase());
     let r = ObjectRef::parse(&s).unwrap();
     assert_eq!(r.type_id(), "IDL:Echo:1.0");
     assert_eq!(r.profiles().len(), 2);
@@ -375,7 +364,7 @@ fn bad_iiop_profile_fails_the_reference() {
             w.write_u32(p.tag);
             w.write_octets(&p.data);
         });
-        let e = ObjectRef::parse(&format!("IOR:{}", hex(&enc))).unwrap_err();
+        let e = ObjectRef::parse(&format!("IOR:{}", hex::encode(&enc))).unwrap_err();
         assert!(matches!(e, IorError::Decode(_)), "{e:?}");
     }
     // The same bytes under another tag are just kept.
@@ -394,7 +383,7 @@ fn bad_iiop_profile_fails_the_reference() {
 fn decode_errors_carry_a_field_path() {
     let mut bytes = omni_names_bytes();
     bytes.truncate(120); // inside the profile data
-    let Err(IorError::Decode(e)) = ObjectRef::parse(&format!("IOR:{}", hex(&bytes))) else {
+    let Err(IorError::Decode(e)) = ObjectRef::parse(&format!("IOR:{}", hex::encode(&bytes))) else {
         panic!("expected a decode error");
     };
     assert_eq!(e.path().first(), Some(&"IOR"));
@@ -438,7 +427,7 @@ fn malformed_ior_strings_are_errors() {
 fn every_truncation_of_a_good_ior_is_an_error() {
     let bytes = omni_names_bytes();
     for len in 0..bytes.len() {
-        let s = format!("IOR:{}", hex(&bytes[..len]));
+        let s = format!("IOR:{}", hex::encode(&bytes[..len]));
         assert!(
             matches!(ObjectRef::parse(&s), Err(IorError::Decode(_))),
             "len {len}"
@@ -482,7 +471,7 @@ fn absurd_lengths_fail_without_allocating() {
     // A component count of 1e9 inside an otherwise good profile.
     let profile =
         concat!("01010200", "02000000", "6800", "0100", "01000000", "6b", "000000", "00ca9a3b");
-    let data = unhex(profile);
+    let data = hex::decode(profile).unwrap();
     let e = IiopProfile::decode(&data).unwrap_err();
     assert_eq!(e.kind(), &DecodeErrorKind::BadLength(1_000_000_000));
 }
@@ -894,12 +883,12 @@ proptest! {
 
     #[test]
     fn arbitrary_bytes_after_ior_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
-        exercise(&format!("IOR:{}", hex(&bytes)));
+        exercise(&format!("IOR:{}", hex::encode(&bytes)));
         // With a plausible start, so the decoder gets further in.
         for start in [&[1u8, 0, 0, 0][..], &[0, 0, 0, 0][..], &[1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0][..]] {
             let mut b = start.to_vec();
             b.extend_from_slice(&bytes);
-            exercise(&format!("IOR:{}", hex(&b)));
+            exercise(&format!("IOR:{}", hex::encode(&b)));
         }
         let _ = IiopProfile::decode(&bytes);
         for order in [ByteOrder::Little, ByteOrder::Big] {
@@ -919,7 +908,7 @@ proptest! {
             bytes[at] = v;
         }
         bytes.truncate(cut);
-        exercise(&format!("IOR:{}", hex(&bytes)));
+        exercise(&format!("IOR:{}", hex::encode(&bytes)));
         let mut pb = vec![0x0a];
         prost::encoding::encode_varint(bytes.len() as u64, &mut pb);
         pb.extend_from_slice(&bytes);

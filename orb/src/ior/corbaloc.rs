@@ -13,7 +13,7 @@
 //! Differences from omniORB: an empty host is an error here (omniORB substitutes localhost), and
 //! `rir:`, `ssliop:` and `omniunix:` addresses are refused.
 
-use super::{hex, IiopProfile, IorError, ObjectRef};
+use super::{IiopProfile, IorError, ObjectRef};
 use crate::version::Version;
 use bytes::Bytes;
 use std::fmt::Write as _;
@@ -53,8 +53,7 @@ pub fn escape_key(key: &[u8]) -> String {
         if is_key_char(b) {
             s.push(char::from(b));
         } else {
-            s.push('%');
-            hex::encode_into(&[b], &mut s);
+            let _ = write!(s, "%{b:02x}");
         }
     }
     s
@@ -68,12 +67,12 @@ fn unescape_key(s: &str) -> Result<Vec<u8>, IorError> {
     let mut i = 0;
     while let Some(&c) = b.get(i) {
         if c == b'%' {
-            let hi = b.get(i + 1).copied().and_then(hex::nibble);
-            let lo = b.get(i + 2).copied().and_then(hex::nibble);
-            let (Some(hi), Some(lo)) = (hi, lo) else {
+            let mut byte = [0u8];
+            let digits = b.get(i + 1..i + 3).unwrap_or_default();
+            if hex::decode_to_slice(digits, &mut byte).is_err() {
                 return Err(IorError::BadCorbaloc("bad %-escape in object key"));
-            };
-            out.push(hi << 4 | lo);
+            }
+            out.push(byte[0]);
             i += 3;
         } else if is_key_char(c) {
             out.push(c);
@@ -257,7 +256,7 @@ mod tests {
     #[test]
     fn unescape_rejects_bad_escapes_and_characters() {
         for bad in [
-            "%", "%f", "%g0", "%0g", "a%", "x y", "a\"b", "é", "[", "a%2",
+            "%", "%f", "%g0", "%+f", "%0g", "a%", "x y", "a\"b", "é", "[", "a%2",
         ] {
             assert!(
                 matches!(unescape_key(bad), Err(IorError::BadCorbaloc(_))),

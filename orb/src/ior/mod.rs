@@ -17,7 +17,6 @@
 //! the same order, so encoding (which writes only `profiles`) reproduces the bytes decoded.
 
 mod corbaloc;
-mod hex;
 mod message;
 
 use crate::cdr::{
@@ -361,8 +360,8 @@ impl ObjectRef {
     /// The hex may be in either byte order; bytes after the IOR inside it are ignored.
     pub fn parse(s: &str) -> Result<ObjectRef, IorError> {
         let s = s.trim_ascii();
-        if let Some(hex) = strip_prefix_ignore_case(s, "IOR:") {
-            let bytes = hex::decode(hex).ok_or(IorError::BadHex)?;
+        if let Some(digits) = strip_prefix_ignore_case(s, "IOR:") {
+            let bytes = hex::decode(digits).map_err(|_| IorError::BadHex)?;
             ObjectRef::from_encapsulation(&bytes).map_err(IorError::Decode)
         } else if let Some(url) = strip_prefix_ignore_case(s, "corbaloc:") {
             corbaloc::parse(url)
@@ -373,11 +372,7 @@ impl ObjectRef {
 
     /// The stringified IOR (`IOR:` + lower-case hex of the encapsulation, our byte order).
     pub fn to_ior_string(&self) -> String {
-        let enc = self.to_encapsulation();
-        let mut s = String::with_capacity(4 + 2 * enc.len());
-        s.push_str("IOR:");
-        hex::encode_into(&enc, &mut s);
-        s
+        format!("IOR:{}", hex::encode(self.to_encapsulation()))
     }
 
     /// A `corbaloc:iiop:1.2@host:port/key` URL for the primary profile (several addresses if
