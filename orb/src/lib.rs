@@ -94,6 +94,7 @@ mod outbuf;
 mod reactor;
 mod servant;
 mod server;
+mod shutdown;
 mod stats;
 mod sync;
 mod timers;

@@ -9,7 +9,7 @@ use crate::exception::{minor, CompletionStatus, SystemException, SystemException
 use crate::ior::ObjectRef;
 use crate::lf::{Lf, Participant};
 use crate::reactor::Reactor;
-use crate::servant::Servant;
+use crate::servant::{Context, Servant};
 use crate::stats::{OrbStats, Stats};
 use crate::sync::std_lock as lock;
 use crate::upcall::Upcalls;
@@ -18,10 +18,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
-
-/// How long `shutdown` waits, after the grace period, for pool threads still in upcalls.
-const STUCK_JOIN_MARGIN: Duration = Duration::from_millis(80);
+use std::time::Duration;
 
 /// Builds an [`Orb`].
 ///
@@ -358,7 +355,7 @@ pub(crate) struct OrbInner {
     pub(crate) shutting_down: AtomicBool,
     key_counter: AtomicU64,
     key_nonce: u64,
-    threads: Mutex<Vec<JoinHandle<()>>>,
+    pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
     /// Unique among the process's ORBs (a thread's cached connection names its ORB by it).
     pub(crate) id: u64,
     /// The leader's timers (idle sweep, accept retry) and the inbound connection count.
@@ -375,72 +372,6 @@ impl OrbInner {
         let _ = self.lf.run(&p, None, &*self);
     }
 
-    /// [`Orb::shutdown`].
-    pub(crate) fn shutdown(&self) {
-        let inner = self;
-        if inner.shutting_down.swap(true, Ordering::AcqRel) {
-            self.join_threads();
-            return;
-        }
-        let _span = tracing::debug_span!("shutdown").entered();
-        // 1. Stop accepting.
-        inner.reactor.close_listeners();
-        // 2. Let running upcalls finish (the pool keeps serving meanwhile: they may need it).
-        let deadline = Instant::now() + inner.config.shutdown_grace;
-        let in_upcall = crate::upcall::current_depth() > 0;
-        let own = usize::from(in_upcall);
-        if !inner.upcalls.wait_idle(own, deadline) {
-            tracing::warn!("shutdown grace period over with upcalls still running");
-        }
-        // 3. Close every connection (CloseConnection only where no reply is owed); waiters
-        // wake with an error.
-        for e in inner.reactor.entries() {
-            match e {
-                crate::reactor::Entry::Conn(c) => inner.close_for_shutdown(&c),
-                crate::reactor::Entry::Listener(_) => {}
-            }
-        }
-        inner.outbound.clear();
-        // 4. Stop the pool. A pool thread stuck in an upcall past the grace period is not
-        // waited for beyond a short margin (see the doc comment).
-        inner.lf.shutdown(inner);
-        inner.upcalls.clear_parked();
-        inner.reactor.clear_ready();
-        self.join_threads_until(Some(deadline + STUCK_JOIN_MARGIN), own);
-        tracing::debug!("orb shut down");
-    }
-
-    /// Joins the pool threads. With `until`, stops waiting at that instant if upcalls (other
-    /// than `own`, the caller's) still run, and detaches the threads that have not ended:
-    /// they are stuck in user code.
-    fn join_threads_until(&self, until: Option<Instant>, own: usize) {
-        let me = std::thread::current().id();
-        let mut handles: Vec<_> = std::mem::take(&mut *lock(&self.threads));
-        handles.retain(|h| h.thread().id() != me);
-        if let Some(until) = until {
-            while handles.iter().any(|h| !h.is_finished()) {
-                let stuck = self.upcalls.running() > own;
-                if stuck && Instant::now() >= until {
-                    let left = handles.iter().filter(|h| !h.is_finished()).count();
-                    tracing::warn!(
-                        threads = left,
-                        "shutdown: pool threads stuck in upcalls are detached"
-                    );
-                    handles.retain(|h| h.is_finished());
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        }
-        for h in handles {
-            let _ = h.join();
-        }
-    }
-
-    fn join_threads(&self) {
-        self.join_threads_until(None, 0);
-    }
-
     pub(crate) fn check_running(&self) -> Result<(), SystemException> {
         if self.shutting_down.load(Ordering::Acquire) {
             Err(SystemException::shutdown())
@@ -450,7 +381,7 @@ impl OrbInner {
     }
 }
 
-impl crate::Context {
+impl Context {
     /// The ORB serving this request: `None` for a [`for_test`](Self::for_test) context, or
     /// once the application has let go of every handle of the ORB (it is then shutting down;
     /// a context kept past its upcall does not keep its ORB alive either).
