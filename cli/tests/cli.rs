@@ -6,12 +6,11 @@
 //! No assertion depends on timing: round-trip times are printed, never compared.
 
 use bytes::Bytes;
-use orb::{Context, Exception, ObjectProxy, ObjectRef, Orb, Servant, SystemException};
+use orb::{Context, Exception, ObjectRef, Orb, Servant, SystemException};
+use orb_interop::{tool, OmniNames};
 use std::io::Write as _;
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 /// The result of one `orb` run.
 struct Run {
@@ -225,112 +224,9 @@ fn help_of_every_subcommand() {
     assert!(out.stderr.contains("Usage: orb ping"), "{out:?}");
 }
 
-/// `omniNames` from PATH; `None` (after a note) when it is not installed, a panic when it is
-/// not and `ORB_INTEROP_REQUIRED=1` says omniORB must be there (as the interop tests do).
-fn omni_names(test: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join("omniNames"))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        let msg = format!("{test}: omniORB not installed: `omniNames` is not in PATH");
-        if std::env::var("ORB_INTEROP_REQUIRED").is_ok_and(|v| v == "1") {
-            panic!("{msg} (ORB_INTEROP_REQUIRED=1, so this is a failure)");
-        }
-        // Straight to stderr, past the harness's capture, so the skip is seen.
-        let _ = writeln!(std::io::stderr(), "SKIPPED {msg}");
-    }
-    found
-}
-
-/// A running omniNames on a free loopback port with its own log directory; killed and the
-/// directory removed on drop.
-struct OmniNames {
-    port: u16,
-    child: Child,
-    logdir: PathBuf,
-}
-
-impl OmniNames {
-    fn start(path: &Path) -> OmniNames {
-        for attempt in 0..3 {
-            let port = {
-                let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-                l.local_addr().expect("addr").port()
-            };
-            let logdir = std::env::temp_dir().join(format!(
-                "orb-cli-names-{}-{port}-{attempt}",
-                std::process::id()
-            ));
-            let _ = std::fs::remove_dir_all(&logdir);
-            std::fs::create_dir_all(&logdir).expect("log dir");
-            let child = Command::new(path)
-                .arg("-start")
-                .arg(port.to_string())
-                .arg("-logdir")
-                .arg(&logdir)
-                .arg("-ORBendPoint")
-                .arg(format!("giop:tcp:127.0.0.1:{port}"))
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("start omniNames");
-            let mut ns = OmniNames {
-                port,
-                child,
-                logdir,
-            };
-            if ns.ready(Duration::from_secs(10)) {
-                return ns;
-            }
-        }
-        panic!("omniNames did not start");
-    }
-
-    /// Waits until the root context answers `_non_existent` with false (omniNames accepts
-    /// connections before it has activated `NameService`).
-    fn ready(&mut self, timeout: Duration) -> bool {
-        let orb = Orb::builder()
-            .no_listen()
-            .threads(0)
-            .call_timeout(Duration::from_secs(2))
-            .connect_timeout(Duration::from_millis(500))
-            .build()
-            .expect("client orb");
-        let root = ObjectProxy::new(
-            &orb,
-            ObjectRef::new("", "127.0.0.1", self.port, "NameService"),
-        );
-        let deadline = Instant::now() + timeout;
-        let mut ready = false;
-        while Instant::now() < deadline {
-            if !matches!(self.child.try_wait(), Ok(None)) {
-                break; // It exited (the port was taken meanwhile).
-            }
-            if matches!(root.non_existent(), Ok(false)) {
-                ready = true;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-        orb.shutdown();
-        ready
-    }
-}
-
-impl Drop for OmniNames {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.logdir);
-    }
-}
-
 #[test]
 fn ns_bind_resolve_ls_unbind_against_omninames() {
-    let Some(path) = omni_names("ns_bind_resolve_ls_unbind_against_omninames") else {
+    let Some(path) = tool("ns_bind_resolve_ls_unbind_against_omninames", "omniNames") else {
         return;
     };
     let names = OmniNames::start(&path);
