@@ -4,8 +4,9 @@
 //! other profiles by tag and length.
 //!
 //! The reference is parsed by `orb::ObjectRef::parse`; the component bodies, which the ORB keeps
-//! raw, are read here by a small CDR encapsulation reader that never panics on bad input.
+//! raw, are read with `orb::cdr::CdrReader`, which checks every length against the bytes left.
 
+use orb::cdr::CdrReader;
 use orb::{ObjectRef, TaggedComponent};
 use std::fmt::Write as _;
 
@@ -110,77 +111,9 @@ pub fn escape(data: &[u8]) -> String {
     s
 }
 
-/// A CDR encapsulation reader (alignment relative to the encapsulation's start): just what
-/// component bodies need. Every read checks the bytes left.
-struct Encap<'a> {
-    data: &'a [u8],
-    pos: usize,
-    little: bool,
-}
-
-impl<'a> Encap<'a> {
-    /// Starts at the byte-order octet.
-    fn new(data: &'a [u8]) -> Option<Self> {
-        let little = match data.first()? {
-            0 => false,
-            1 => true,
-            _ => return None,
-        };
-        Some(Encap {
-            data,
-            pos: 1,
-            little,
-        })
-    }
-
-    fn take(&mut self, n: usize, align: usize) -> Option<&'a [u8]> {
-        let at = self
-            .pos
-            .checked_add(self.pos.wrapping_neg() & (align - 1))?;
-        let end = at.checked_add(n)?;
-        let s = self.data.get(at..end)?;
-        self.pos = end;
-        Some(s)
-    }
-
-    fn u16(&mut self) -> Option<u16> {
-        let b: [u8; 2] = self.take(2, 2)?.try_into().ok()?;
-        Some(if self.little {
-            u16::from_le_bytes(b)
-        } else {
-            u16::from_be_bytes(b)
-        })
-    }
-
-    fn u32(&mut self) -> Option<u32> {
-        let b: [u8; 4] = self.take(4, 4)?.try_into().ok()?;
-        Some(if self.little {
-            u32::from_le_bytes(b)
-        } else {
-            u32::from_be_bytes(b)
-        })
-    }
-
-    fn octets(&mut self) -> Option<&'a [u8]> {
-        let n = usize::try_from(self.u32()?).ok()?;
-        self.take(n, 1)
-    }
-
-    /// A CDR string (length including the NUL), read lossily as UTF-8.
-    fn string(&mut self) -> Option<String> {
-        let b = self.octets()?;
-        let b = b.strip_suffix(&[0]).unwrap_or(b);
-        Some(String::from_utf8_lossy(b).into_owned())
-    }
-
-    fn u32_seq(&mut self) -> Option<Vec<u32>> {
-        let n = usize::try_from(self.u32()?).ok()?;
-        // Each element takes 4 bytes: refuse counts the data cannot hold before allocating.
-        if n > self.data.len().saturating_sub(self.pos) / 4 {
-            return None;
-        }
-        (0..n).map(|_| self.u32()).collect()
-    }
+/// A CDR string, read lossily as UTF-8.
+fn string(r: &mut CdrReader<'_>) -> Option<String> {
+    Some(String::from_utf8_lossy(r.read_string_bytes().ok()?).into_owned())
 }
 
 /// A named code set id: `0x05010001 (UTF-8)`.
@@ -192,10 +125,13 @@ fn code_set(id: u32) -> String {
 }
 
 /// `native X, conversion [Y, Z]` of a `CodeSetComponent`.
-fn code_set_component(r: &mut Encap<'_>) -> Option<String> {
-    let native = r.u32()?;
-    let conv = r.u32_seq()?;
-    let conv: Vec<String> = conv.into_iter().map(code_set).collect();
+fn code_set_component(r: &mut CdrReader<'_>) -> Option<String> {
+    let native = r.read_u32().ok()?;
+    // Each element takes 4 bytes: the count is checked against the bytes left first.
+    let n = r.read_count(4).ok()?;
+    let conv = (0..n)
+        .map(|_| r.read_u32().ok().map(code_set))
+        .collect::<Option<Vec<String>>>()?;
     Some(format!(
         "native {}, conversion [{}]",
         code_set(native),
@@ -206,10 +142,10 @@ fn code_set_component(r: &mut Encap<'_>) -> Option<String> {
 /// The decoded body of a known component, as one line of text; `None` when the tag is not
 /// decoded here or the body does not decode.
 fn describe_component(c: &TaggedComponent) -> Option<String> {
-    let mut r = Encap::new(&c.data)?;
+    let mut r = CdrReader::encapsulation(&c.data).ok()?;
     match c.tag {
         TAG_ORB_TYPE => {
-            let id = r.u32()?;
+            let id = r.read_u32().ok()?;
             Some(match orb_vendor(id) {
                 Some(v) => format!("ORB type {id:#010x} ({v})"),
                 None => format!("ORB type {id:#010x}"),
@@ -221,25 +157,25 @@ fn describe_component(c: &TaggedComponent) -> Option<String> {
             Some(format!("char: {char_data}; wchar: {wchar_data}"))
         }
         TAG_ALTERNATE_IIOP_ADDRESS => {
-            let host = r.string()?;
-            let port = r.u16()?;
+            let host = string(&mut r)?;
+            let port = r.read_u16().ok()?;
             Some(format!("host {host}, port {port}"))
         }
         TAG_SSL_SEC_TRANS => {
-            let supports = r.u16()?;
-            let requires = r.u16()?;
-            let port = r.u16()?;
+            let supports = r.read_u16().ok()?;
+            let requires = r.read_u16().ok()?;
+            let port = r.read_u16().ok()?;
             Some(format!(
                 "target_supports {supports:#06x}, target_requires {requires:#06x}, port {port}"
             ))
         }
         TAG_CSI_SEC_MECH_LIST => {
             // CSIIOP::CompoundSecMechList: boolean stateful, sequence<CompoundSecMech>.
-            let stateful = *r.take(1, 1)?.first()? != 0;
-            let mechs = r.u32()?;
+            let stateful = r.read_octet().ok()? != 0;
+            let mechs = r.read_u32().ok()?;
             Some(format!("stateful {stateful}, {mechs} mechanism(s)"))
         }
-        TAG_JAVA_CODEBASE => r.string().map(|s| format!("codebase {s}")),
+        TAG_JAVA_CODEBASE => string(&mut r).map(|s| format!("codebase {s}")),
         _ => None,
     }
 }
