@@ -239,7 +239,7 @@ fn big_endian_ior_parses_and_round_trips() {
     assert_eq!(IiopProfile::decode(&p.encode()).unwrap(), *p);
     assert_eq!(
         r.to_corbaloc().unwrap(),
-        "corbaloc:iiop:1.2@example.org:2817/%00%01%fe%ff"
+        "corbaloc:iiop:1.2@example.org:2817/%00%01%FE%FF"
     );
 }
 
@@ -284,7 +284,7 @@ fn new_builds_one_iiop_1_2_profile_without_components() {
     assert_eq!(ObjectRef::parse(&r.to_ior_string()).unwrap(), r);
     assert_eq!(
         r.to_corbaloc().unwrap(),
-        "corbaloc:iiop:1.2@10.0.0.7:4000/echo%ff"
+        "corbaloc:iiop:1.2@10.0.0.7:4000/echo%FF"
     );
     let renamed = r.clone().with_type_id("IDL:Other:1.0");
     assert_eq!(renamed.type_id(), "IDL:Other:1.0");
@@ -644,7 +644,7 @@ fn to_corbaloc_formats() {
     let r = ObjectRef::new("IDL:X:1.0", "h", 1, &key[..]);
     assert_eq!(
         r.to_corbaloc().unwrap(),
-        "corbaloc:iiop:1.2@h:1/%ffbidir%fe%00%01"
+        "corbaloc:iiop:1.2@h:1/%FFbidir%FE%00%01"
     );
     // Only the profiles that share the primary's key are listed, each with its own version.
     let r = ObjectRef::from_iiop_profiles(
@@ -678,7 +678,7 @@ fn to_corbaloc_formats() {
 fn corbaloc_round_trips() {
     for url in [
         "corbaloc:iiop:1.2@127.0.0.1:28090/NameService",
-        "corbaloc:iiop:1.0@h1:2809,iiop:1.1@[::1]:1/%ffbidir%fe",
+        "corbaloc:iiop:1.0@h1:2809,iiop:1.1@[::1]:1/%FFbidir%FE",
         "corbaloc:iiop:1.2@example.org:65535/a/b;c",
         "corbaloc:iiop:1.2@h:0/",
     ] {

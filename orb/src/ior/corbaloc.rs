@@ -16,12 +16,37 @@
 use super::{IiopProfile, IorError, ObjectRef};
 use crate::version::Version;
 use bytes::Bytes;
+use percent_encoding::{percent_decode, percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use std::fmt::Write as _;
 
 /// The IANA-assigned corbaloc port, used when an address gives none.
 pub const DEFAULT_PORT: u16 = 2809;
 
-/// Whether `b` may appear unescaped in a corbaloc object key.
+/// The bytes that must be escaped in a corbaloc object key: everything but RFC 2396's
+/// unreserved and reserved characters, as the CORBA spec (13.6.10.1) and omniORB write keys.
+const KEY_ESCAPED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b';')
+    .remove(b'/')
+    .remove(b'?')
+    .remove(b':')
+    .remove(b'@')
+    .remove(b'&')
+    .remove(b'=')
+    .remove(b'+')
+    .remove(b'$')
+    .remove(b',')
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'!')
+    .remove(b'~')
+    .remove(b'*')
+    .remove(b'\'')
+    .remove(b'(')
+    .remove(b')');
+
+/// Whether `b` may appear unescaped in a corbaloc object key: the complement of
+/// [`KEY_ESCAPED`] (a test checks all 256 bytes), which keeps its own lookup private.
 fn is_key_char(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b";/?:@&=+$,-_.!~*'()".contains(&b)
 }
@@ -46,36 +71,26 @@ fn is_writable_host(host: &str) -> bool {
     !host.is_empty() && host.bytes().all(ok)
 }
 
-/// Escapes an object key for a corbaloc URL: every byte outside the unreserved set becomes `%hh`.
+/// Escapes an object key for a corbaloc URL: every byte outside the unreserved set becomes `%HH`
+/// (upper case, as RFC 3986 asks of producers).
 pub fn escape_key(key: &[u8]) -> String {
-    let mut s = String::with_capacity(key.len());
-    for &b in key {
-        if is_key_char(b) {
-            s.push(char::from(b));
-        } else {
-            let _ = write!(s, "%{b:02x}");
-        }
-    }
-    s
+    percent_encode(key, KEY_ESCAPED).to_string()
 }
 
 /// Undoes [`escape_key`]: `%HH` (either case) becomes the byte, the unreserved characters pass,
-/// anything else is an error.
+/// anything else is an error. The check is ours: `percent_decode` alone would pass a stray `%`
+/// or a space through, and a reference that does not say what it means must be refused.
 fn unescape_key(s: &str) -> Result<Vec<u8>, IorError> {
     let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while let Some(&c) = b.get(i) {
         if c == b'%' {
-            let mut byte = [0u8];
             let digits = b.get(i + 1..i + 3).unwrap_or_default();
-            if hex::decode_to_slice(digits, &mut byte).is_err() {
+            if digits.len() != 2 || !digits.iter().all(u8::is_ascii_hexdigit) {
                 return Err(IorError::BadCorbaloc("bad %-escape in object key"));
             }
-            out.push(byte[0]);
             i += 3;
         } else if is_key_char(c) {
-            out.push(c);
             i += 1;
         } else {
             return Err(IorError::BadCorbaloc(
@@ -83,7 +98,7 @@ fn unescape_key(s: &str) -> Result<Vec<u8>, IorError> {
             ));
         }
     }
-    Ok(out)
+    Ok(percent_decode(b).collect())
 }
 
 /// Parses what follows `corbaloc:`.
@@ -233,18 +248,30 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
+    fn the_escape_set_is_the_complement_of_the_key_chars() {
+        for b in 0..=255u8 {
+            let escaped = escape_key(&[b]);
+            assert_eq!(
+                escaped.len() == 1,
+                is_key_char(b),
+                "byte {b:#04x} → {escaped}"
+            );
+        }
+    }
+
+    #[test]
     fn escape_key_keeps_the_unreserved_set() {
         let set = "ABCXYZabcxyz0189;/?:@&=+$,-_.!~*'()";
         assert_eq!(escape_key(set.as_bytes()), set);
     }
 
     #[test]
-    fn escape_key_escapes_everything_else_in_lower_case() {
+    fn escape_key_escapes_everything_else_in_upper_case() {
         assert_eq!(
             escape_key(b"\xffbidir\xfe\x00% #\"<>[]\\^`{|}"),
-            "%ffbidir%fe%00%25%20%23%22%3c%3e%5b%5d%5c%5e%60%7b%7c%7d"
+            "%FFbidir%FE%00%25%20%23%22%3C%3E%5B%5D%5C%5E%60%7B%7C%7D"
         );
-        assert_eq!(escape_key("é".as_bytes()), "%c3%a9");
+        assert_eq!(escape_key("é".as_bytes()), "%C3%A9");
     }
 
     #[test]
