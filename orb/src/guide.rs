@@ -119,3 +119,6 @@
 //!   spread every thread over both CPUs.
 //! - `examples/bench/run.sh` compares the ORB with raw TCP; `examples/bench/PROFILE.md` says
 //!   where the time goes and what each change bought.
+
+pub mod coming_from_omniorb;
+pub mod coming_from_tonic;

@@ -6,9 +6,75 @@
 //! types. On the wire, calls are GIOP 1.2 Requests whose single parameter is a CDR octet
 //! sequence holding the protobuf bytes, so CORBA ORBs such as omniORB can call us and be called.
 //!
-//! # Example
+//! # From a .proto file to a call
 //!
-//! The same flow generated code takes, with a hand-written servant:
+//! `Cargo.toml`:
+//!
+//! ```toml
+//! [dependencies]
+//! orb = "0.1"
+//! prost = "0.14"
+//!
+//! [build-dependencies]
+//! orb-codegen = "0.1"
+//! ```
+//!
+//! `proto/echo.proto`:
+//!
+//! ```proto
+//! syntax = "proto3";
+//! package demo;
+//!
+//! message Msg { string text = 1; }
+//!
+//! service Echo { rpc Echo(Msg) returns (Msg); }
+//! ```
+//!
+//! `build.rs`:
+//!
+//! ```ignore
+//! fn main() {
+//!     orb_codegen::compile_protos(&["proto/echo.proto"], &["proto"]).unwrap();
+//! }
+//! ```
+//!
+//! `src/main.rs`: implement the generated servant trait, activate it, call it.
+//!
+//! ```ignore
+//! mod demo {
+//!     orb::include_proto!("demo"); // trait Echo, EchoSkeleton, EchoClient, Msg
+//! }
+//! use demo::{Echo, EchoClient, EchoSkeleton, Msg};
+//!
+//! struct Upper;
+//!
+//! impl Echo for Upper {
+//!     fn echo(&self, _ctx: &orb::Context, req: Msg) -> Result<Msg, orb::Exception> {
+//!         Ok(Msg { text: req.text.to_uppercase() })
+//!     }
+//! }
+//!
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let server = orb::Orb::builder().build()?; // 127.0.0.1, a free port, 2 pool threads
+//!     let obj = server.activate("echo", EchoSkeleton::new(Upper));
+//!     println!("{}", server.object_to_string(&obj)); // IOR:01000000...
+//!
+//!     let client = orb::Orb::builder().threads(0).build()?; // callers drive the event loop
+//!     let echo = EchoClient::new(&client, obj);
+//!     let reply = echo.echo(Msg { text: "hello".into() })?;
+//!     assert_eq!(reply.text, "HELLO");
+//!     Ok(())
+//! }
+//! ```
+//!
+//! That is the README's tutorial (`examples/src/bin/tutorial.rs`, which CI runs). The
+//! [`guide`] explains the threading model; [`guide::coming_from_tonic`] and
+//! [`guide::coming_from_omniorb`] map what you know to this crate.
+//!
+//! # Without generated code
+//!
+//! A skeleton is a [`Servant`]: it receives the operation name and the request's bytes. The
+//! same flow, written by hand:
 //!
 //! ```
 //! use bytes::Bytes;
@@ -43,10 +109,6 @@
 //! server.shutdown();
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
-//!
-//! Generated code is used the same way: `EchoClient::new(&orb, reference).echo(msg)?` on the
-//! client, `orb.activate("key", EchoSkeleton::new(my_impl))` on the server. See the
-//! [`guide`] for the threading model.
 //!
 //! # Stable API and the wire layer
 //!
