@@ -28,33 +28,50 @@
 //! Exit status 0 when the run shows what it should (OK; or TIMEOUT with `--no-nested-upcalls`),
 //! 1 otherwise. B exits when its standard input closes, so it never outlives A.
 
+use clap::Parser;
 use orb::{Exception, ObjectRef, Orb, SystemException, SystemExceptionKind};
-use orb_examples::args::Args;
 use orb_examples::errors::{describe, describe_exception};
 use orb_examples::process::{Peer, Stop};
 use orb_examples::proto::nested::{
     Hop, Node, NodeClient, NodeSkeleton, PingReply, PingRequest, Trace,
 };
-use orb_examples::{fail, thread_label};
+use orb_examples::{fail, parse_duration, thread_label};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-const USAGE: &str = "\
-nested: two processes call each other back, level after level, with one ORB thread each
-
-usage: nested [options]
-
-options:
-  --depth N             levels of nested calls (default 100; 1000 works too; a thread nests
-                        at most 1024 upcalls, so one thread each goes to about 2000)
-  --threads T           ORB pool threads in each process (default 1)
-  --no-nested-upcalls   classic thread pool: waiting threads do not serve requests, so the
-                        chain deadlocks and ends in TIMEOUT (after --timeout)
-  --timeout DUR         deadline of the whole chain (default 30s; 3s with --no-nested-upcalls)
-  --all                 print every level (default: all up to depth 20, else a sample)
-";
+/// nested: two processes call each other back, level after level, with one ORB thread each.
+///
+/// This process (A) starts B, a second copy of itself, and calls it with level 1; each level is
+/// served by calling the other process for the next one, down to --depth. The last line is the
+/// verdict; exit status 0 when the run shows what it should (OK; or TIMEOUT with
+/// --no-nested-upcalls), 1 otherwise.
+#[derive(Parser, Debug)]
+#[command(name = "nested")]
+struct Cli {
+    /// Levels of nested calls (1000 works too; a thread nests at most 1024 upcalls, so one
+    /// thread each goes to about 2000).
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    depth: u32,
+    /// ORB pool threads in each process.
+    #[arg(long, value_name = "T", default_value_t = 1)]
+    threads: usize,
+    /// Classic thread pool: waiting threads do not serve requests, so the chain deadlocks and
+    /// ends in TIMEOUT (after --timeout).
+    #[arg(long)]
+    no_nested_upcalls: bool,
+    /// Deadline of the whole chain: 500ms, 3s, 1.5s, 2m, or seconds [default: 30s; 3s with
+    /// --no-nested-upcalls].
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    timeout: Option<Duration>,
+    /// Print every level (default: all up to depth 20, else a sample).
+    #[arg(long)]
+    all: bool,
+    /// `peer`: run as process B (A starts B so; not for use by hand).
+    #[arg(long, hide = true, value_parser = ["peer"])]
+    role: Option<String>,
+}
 
 /// Stack size of A's calling thread. Each level recurses on the stack of the thread that
 /// serves it (the servant, the stub, and the ORB's wait loop running the next nested upcall):
@@ -158,36 +175,27 @@ fn start_node(
 }
 
 fn main() {
-    let mut args = Args::parse(USAGE);
-    let role = args.value("--role");
-    let depth: u32 = args.parsed("--depth").unwrap_or(100);
-    let threads: usize = args.parsed("--threads").unwrap_or(1);
-    let nested = !args.flag("--no-nested-upcalls");
-    let timeout = args.duration("--timeout").unwrap_or(if nested {
+    let cli = Cli::parse();
+    let nested = !cli.no_nested_upcalls;
+    let timeout = cli.timeout.unwrap_or(if nested {
         Duration::from_secs(30)
     } else {
         Duration::from_secs(3)
     });
-    let all = args.flag("--all");
-    match role.as_deref() {
-        None => {
-            args.finish();
-            if depth == 0 {
-                fail("--depth must be at least 1");
-            }
-            if threads == 0 {
-                // B's main thread only waits for its standard input to close: without a pool
-                // thread nobody in B would serve level 1.
-                fail("--threads must be at least 1");
-            }
-            std::process::exit(run_a(depth, threads, nested, timeout, all));
-        }
-        Some("peer") => {
-            args.finish();
-            run_b(threads, nested, timeout);
-        }
-        Some(other) => args.usage_error(format!("unknown role `{other}` (there is only `peer`)")),
+    // clap accepts no other role than `peer`.
+    if cli.role.is_some() {
+        run_b(cli.threads, nested, timeout);
+        return;
     }
+    if cli.depth == 0 {
+        fail("--depth must be at least 1");
+    }
+    if cli.threads == 0 {
+        // B's main thread only waits for its standard input to close: without a pool
+        // thread nobody in B would serve level 1.
+        fail("--threads must be at least 1");
+    }
+    std::process::exit(run_a(cli.depth, cli.threads, nested, timeout, cli.all));
 }
 
 /// B: serve until standard input closes (A closed it, or A died).

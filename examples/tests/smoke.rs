@@ -358,13 +358,57 @@ fn every_binary_has_help_and_rejects_unknown_options() {
     ] {
         let r = run(exe, &["--help"], Duration::from_secs(20));
         assert!(r.status.success(), "{exe} --help");
-        assert!(r.stdout.contains("usage: "), "{exe} --help");
+        assert!(r.stdout.contains("Usage: "), "{exe} --help");
         let r = run(exe, &["--no-such-option"], Duration::from_secs(20));
         assert_eq!(r.status.code(), Some(2), "{exe} --no-such-option");
         assert!(
-            r.stderr.contains("unknown option `--no-such-option`"),
+            r.stderr
+                .contains("unexpected argument '--no-such-option' found"),
             "{}",
             r.stderr
         );
+    }
+}
+
+#[test]
+fn help_explains_the_options_and_their_defaults() {
+    let r = run(NESTED, &["--help"], Duration::from_secs(20));
+    assert!(r.status.success());
+    for text in [
+        "--depth <N>",
+        "[default: 100]",
+        "--no-nested-upcalls",
+        "[default: 30s; 3s with --no-nested-upcalls]",
+        "--all",
+    ] {
+        assert!(
+            r.stdout.contains(text),
+            "{text:?} missing in:\n{}",
+            r.stdout
+        );
+    }
+    // The peer role is internal.
+    assert!(!r.stdout.contains("--role"), "{}", r.stdout);
+    let r = run(ECHO_CLIENT, &["--help"], Duration::from_secs(20));
+    assert!(r.stdout.contains("[REFERENCE] [TEXT]..."), "{}", r.stdout);
+    assert!(r.stdout.contains("[default: 5s]"), "{}", r.stdout);
+}
+
+#[test]
+fn bad_values_exit_with_status_2() {
+    for (exe, args) in [
+        (NESTED, &["--depth", "many"][..]),
+        (NESTED, &["--timeout", "soon"]),
+        (NESTED, &["--role", "other"]),
+        (NESTED, &["unexpected"]),
+        (ECHO_CLIENT, &["--timeout=soon"]),
+        (ECHO_CLIENT, &["--count"]),
+        (ECHO_SERVER, &["--port", "65536"]),
+        (PUBLISHER, &["--interval", "1h"]),
+        (BANK_CLIENT, &["IOR:00", "IOR:01"]),
+    ] {
+        let r = run(exe, args, Duration::from_secs(20));
+        assert_eq!(r.status.code(), Some(2), "{exe} {args:?}");
+        assert!(r.stderr.starts_with("error: "), "{}", r.stderr);
     }
 }

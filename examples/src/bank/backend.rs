@@ -11,34 +11,46 @@
 //! It listens on `corbaloc:iiop:1.2@127.0.0.1:12811/bank` by default and prints its IOR first.
 //! `bank-client --demo` starts a back end and a front end by itself.
 
+use clap::Parser;
 use orb::Orb;
-use orb_examples::args::Args;
 use orb_examples::errors::describe;
-use orb_examples::fail;
 use orb_examples::process::Stop;
 use orb_examples::proto::bank::{
     AccountRequest, AmountRequest, AuditReply, Balance, Bank, BankDepositError,
     BankGetBalanceError, BankSkeleton, BankTransferError, BankWithdrawError, InsufficientFunds,
     TransferRequest, UnknownAccount,
 };
+use orb_examples::{fail, parse_duration};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-const USAGE: &str = "\
-bank-backend: keeps the accounts and commits transactions
-
-usage: bank-backend [options]
-
-options:
-  --accounts N      accounts acc-0 ... acc-<N-1> (default 10)
-  --initial AMOUNT  opening balance of each (default 1000)
-  --work DUR        time each transaction takes, as a database would (default 1ms)
-  --port N          port on 127.0.0.1 (default 12811; 0 picks a free one)
-  --threads N       ORB pool threads (default 4)
-  --exit-on-eof     exit when standard input closes (for a parent process)
-";
+/// bank-backend: keeps the accounts and commits transactions.
+///
+/// It prints its IOR on the first line of its output, then its corbaloc URL.
+#[derive(Parser, Debug)]
+#[command(name = "bank-backend")]
+struct Cli {
+    /// Accounts acc-0 ... acc-<N-1>.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    accounts: u32,
+    /// Opening balance of each.
+    #[arg(long, value_name = "AMOUNT", default_value_t = 1000)]
+    initial: u64,
+    /// Time each transaction takes, as a database would (500ms, 3s, 1.5s, 2m, or seconds).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "1ms")]
+    work: Duration,
+    /// Port on 127.0.0.1 (0 picks a free one).
+    #[arg(long, value_name = "N", default_value_t = 12811)]
+    port: u16,
+    /// ORB pool threads.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    threads: usize,
+    /// Exit when standard input closes (for a parent process).
+    #[arg(long)]
+    exit_on_eof: bool,
+}
 
 struct BankServant {
     accounts: Mutex<BTreeMap<String, u64>>,
@@ -165,14 +177,14 @@ impl Bank for BankServant {
 }
 
 fn main() {
-    let mut args = Args::parse(USAGE);
-    let n: u32 = args.parsed("--accounts").unwrap_or(10);
-    let initial: u64 = args.parsed("--initial").unwrap_or(1000);
-    let work = args.duration("--work").unwrap_or(Duration::from_millis(1));
-    let port: u16 = args.parsed("--port").unwrap_or(12811);
-    let threads = args.parsed("--threads").unwrap_or(4);
-    let exit_on_eof = args.flag("--exit-on-eof");
-    args.finish();
+    let Cli {
+        accounts: n,
+        initial,
+        work,
+        port,
+        threads,
+        exit_on_eof,
+    } = Cli::parse();
 
     let orb = Orb::builder()
         .listen(("127.0.0.1", port))

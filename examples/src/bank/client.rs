@@ -18,8 +18,8 @@
 //!
 //! The default front end is `corbaloc:iiop:1.2@127.0.0.1:12812/bank`.
 
+use clap::Parser;
 use orb::Orb;
-use orb_examples::args::Args;
 use orb_examples::errors::{describe, describe_exception};
 use orb_examples::fail;
 use orb_examples::process::{sibling_exe, Peer};
@@ -31,19 +31,26 @@ use std::time::{Duration, Instant};
 
 const DEFAULT_FRONTEND: &str = "corbaloc:iiop:1.2@127.0.0.1:12812/bank";
 
-const USAGE: &str = "\
-bank-client: many client threads send transfers through the bank's front end
-
-usage: bank-client [FRONTEND] [options]
-
-  FRONTEND          the front end, IOR:... or corbaloc:...
-                    (default corbaloc:iiop:1.2@127.0.0.1:12812/bank)
-
-options:
-  --demo            start bank-backend and bank-frontend first (on free ports), then stop them
-  --threads N       client threads (default 8)
-  --transfers N     transfers per thread (default 50)
-";
+/// bank-client: many client threads send transfers through the bank's front end.
+///
+/// At the end it checks that money was neither made nor lost and prints the verdict; exit
+/// status 0 if every check passed.
+#[derive(Parser, Debug)]
+#[command(name = "bank-client")]
+struct Cli {
+    /// The front end, IOR:... or corbaloc:...
+    /// [default: corbaloc:iiop:1.2@127.0.0.1:12812/bank]
+    frontend: Option<String>,
+    /// Start bank-backend and bank-frontend first (on free ports), then stop them.
+    #[arg(long)]
+    demo: bool,
+    /// Client threads.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    threads: u64,
+    /// Transfers per thread.
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    transfers: u64,
+}
 
 /// What one client thread did.
 #[derive(Default)]
@@ -65,12 +72,12 @@ impl Rng {
 }
 
 fn main() {
-    let mut args = Args::parse(USAGE);
-    let demo = args.flag("--demo");
-    let threads: u64 = args.parsed("--threads").unwrap_or(8);
-    let transfers: u64 = args.parsed("--transfers").unwrap_or(50);
-    let target = args.positional();
-    args.finish();
+    let Cli {
+        frontend: target,
+        demo,
+        threads,
+        transfers,
+    } = Cli::parse();
 
     // --demo: the two servers as child processes; the front end gets the back end's IOR.
     let mut servers = Vec::new();

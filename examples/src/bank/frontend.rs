@@ -12,8 +12,8 @@
 //! Its back end is `corbaloc:iiop:1.2@127.0.0.1:12811/bank` unless given as the first argument;
 //! it listens on `corbaloc:iiop:1.2@127.0.0.1:12812/bank` and prints its IOR first.
 
+use clap::Parser;
 use orb::Orb;
-use orb_examples::args::Args;
 use orb_examples::errors::describe;
 use orb_examples::fail;
 use orb_examples::process::Stop;
@@ -25,19 +25,25 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 const DEFAULT_BACKEND: &str = "corbaloc:iiop:1.2@127.0.0.1:12811/bank";
 
-const USAGE: &str = "\
-bank-frontend: forwards clients' transactions to the back end
-
-usage: bank-frontend [BACKEND] [options]
-
-  BACKEND          the back end, IOR:... or corbaloc:...
-                   (default corbaloc:iiop:1.2@127.0.0.1:12811/bank)
-
-options:
-  --port N         port on 127.0.0.1 (default 12812; 0 picks a free one)
-  --threads N      ORB pool threads (default 8)
-  --exit-on-eof    exit when standard input closes (for a parent process)
-";
+/// bank-frontend: forwards clients' transactions to the back end.
+///
+/// It prints its IOR on the first line of its output, then its corbaloc URL.
+#[derive(Parser, Debug)]
+#[command(name = "bank-frontend")]
+struct Cli {
+    /// The back end, IOR:... or corbaloc:...
+    /// [default: corbaloc:iiop:1.2@127.0.0.1:12811/bank]
+    backend: Option<String>,
+    /// Port on 127.0.0.1 (0 picks a free one).
+    #[arg(long, value_name = "N", default_value_t = 12812)]
+    port: u16,
+    /// ORB pool threads.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    threads: usize,
+    /// Exit when standard input closes (for a parent process).
+    #[arg(long)]
+    exit_on_eof: bool,
+}
 
 /// Forwards each operation to the back end. Each upcall runs on a front-end thread that then
 /// waits for the back end's reply; all of them share the ORB's one connection to the back end.
@@ -102,14 +108,13 @@ impl Bank for FrontEnd {
 }
 
 fn main() {
-    let mut args = Args::parse(USAGE);
-    let port: u16 = args.parsed("--port").unwrap_or(12812);
-    let threads = args.parsed("--threads").unwrap_or(8);
-    let exit_on_eof = args.flag("--exit-on-eof");
-    let target = args
-        .positional()
-        .unwrap_or_else(|| DEFAULT_BACKEND.to_string());
-    args.finish();
+    let Cli {
+        backend,
+        port,
+        threads,
+        exit_on_eof,
+    } = Cli::parse();
+    let target = backend.unwrap_or_else(|| DEFAULT_BACKEND.to_string());
 
     let orb = Orb::builder()
         .listen(("127.0.0.1", port))

@@ -11,9 +11,9 @@
 //! with exit status 1 and one line naming the CORBA exception:
 //! `echo-client: server not reachable (TRANSIENT): cannot connect to 127.0.0.1:12809: ...`.
 
-use orb_examples::args::Args;
+use clap::Parser;
 use orb_examples::errors::{describe, describe_exception};
-use orb_examples::fail;
+use orb_examples::{fail, parse_duration};
 use std::time::{Duration, Instant};
 
 // The code generated from `proto/echo.proto` (by `build.rs`, included in `src/lib.rs`).
@@ -21,29 +21,41 @@ use orb_examples::proto::echo::{EchoClient, EchoRequest};
 
 const DEFAULT_TARGET: &str = "corbaloc:iiop:1.2@127.0.0.1:12809/echo";
 
-const USAGE: &str = "\
-echo-client: calls an Echo object
-
-usage: echo-client [REFERENCE] [TEXT...] [options]
-
-  REFERENCE         IOR:... or corbaloc:... as echo-server prints it
-                    (default corbaloc:iiop:1.2@127.0.0.1:12809/echo)
-  TEXT              what to send (default \"hello\")
-
-options:
-  --count N         call N times and print the mean round trip (default 1)
-  --timeout DUR     give up on a call after DUR (default 5s), with TIMEOUT
-";
+/// echo-client: calls an Echo object.
+///
+/// Without a server it fails with exit status 1 and one line naming the CORBA exception.
+#[derive(Parser, Debug)]
+#[command(name = "echo-client")]
+struct Cli {
+    /// IOR:... or corbaloc:... as echo-server prints it [default:
+    /// corbaloc:iiop:1.2@127.0.0.1:12809/echo]. A first argument that starts otherwise is
+    /// TEXT.
+    reference: Option<String>,
+    /// What to send, the words joined by spaces [default: "hello"].
+    text: Vec<String>,
+    /// Call N times and print the mean round trip.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    count: u64,
+    /// Give up on a call after DUR (500ms, 3s, 1.5s, 2m, or seconds), with TIMEOUT.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "5s")]
+    timeout: Duration,
+}
 
 fn main() {
-    let mut args = Args::parse(USAGE);
-    let count: u64 = args.parsed("--count").unwrap_or(1);
-    let timeout = args.duration("--timeout").unwrap_or(Duration::from_secs(5));
-    let mut words = args.positionals();
-    args.finish();
-    let target = match words.first() {
-        Some(w) if w.starts_with("IOR:") || w.starts_with("corbaloc:") => words.remove(0),
-        _ => DEFAULT_TARGET.to_string(),
+    let Cli {
+        reference,
+        text: mut words,
+        count,
+        timeout,
+    } = Cli::parse();
+    // The first positional argument is the reference only if it looks like one.
+    let target = match reference {
+        Some(w) if w.starts_with("IOR:") || w.starts_with("corbaloc:") => w,
+        Some(w) => {
+            words.insert(0, w);
+            DEFAULT_TARGET.to_string()
+        }
+        None => DEFAULT_TARGET.to_string(),
     };
     let text = if words.is_empty() {
         "hello".to_string()

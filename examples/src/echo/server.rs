@@ -11,29 +11,44 @@
 //! `echo-server --port 0 --once` picks a free port, prints the IOR on the first line of its
 //! output, serves one request and exits 0; `--serve-for 5s` serves for five seconds.
 
-use orb_examples::args::Args;
+use clap::Parser;
 use orb_examples::errors::describe;
 use orb_examples::process::Stop;
-use orb_examples::{fail, thread_label};
+use orb_examples::{fail, parse_duration, thread_label};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 // The code generated from `proto/echo.proto` (by `build.rs`, included in `src/lib.rs`).
 use orb_examples::proto::echo::{Echo, EchoReply, EchoRequest, EchoSkeleton};
 
-const USAGE: &str = "\
-echo-server: serves an Echo object and prints its reference
-
-usage: echo-server [options]
-
-options:
-  --port N          port to listen on, on 127.0.0.1 (default 12809; 0 picks a free one)
-  --listen ADDR     listen address instead, e.g. 0.0.0.0:12809
-  --threads N       ORB pool threads (default 2)
-  --once            exit after serving one request
-  --serve-for DUR   exit after DUR (e.g. 30s); default: serve until Ctrl-C
-  --exit-on-eof     exit when standard input closes (for a parent process)
-  --quiet           do not log each request
-";
+/// echo-server: serves an Echo object and prints its reference.
+///
+/// It prints the IOR on the first line of its output, then the corbaloc URL.
+#[derive(Parser, Debug)]
+#[command(name = "echo-server")]
+struct Cli {
+    /// Port to listen on, on 127.0.0.1 (0 picks a free one).
+    #[arg(long, value_name = "N", default_value_t = 12809)]
+    port: u16,
+    /// Listen address instead, e.g. 0.0.0.0:12809.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+    /// ORB pool threads.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    threads: usize,
+    /// Exit after serving one request.
+    #[arg(long)]
+    once: bool,
+    /// Exit after DUR (e.g. 30s; 500ms, 1.5s, 2m, or seconds); default: serve until Ctrl-C.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    serve_for: Option<Duration>,
+    /// Exit when standard input closes (for a parent process).
+    #[arg(long)]
+    exit_on_eof: bool,
+    /// Do not log each request.
+    #[arg(long)]
+    quiet: bool,
+}
 
 /// The servant: the object's implementation. The ORB calls it on its own threads, possibly
 /// several at once, hence `&self` and an atomic counter.
@@ -66,17 +81,16 @@ impl Echo for EchoServant {
 }
 
 fn main() {
-    let mut args = Args::parse(USAGE);
-    let port: u16 = args.parsed("--port").unwrap_or(12809);
-    let listen = args
-        .value("--listen")
-        .unwrap_or_else(|| format!("127.0.0.1:{port}"));
-    let threads = args.parsed("--threads").unwrap_or(2);
-    let once = args.flag("--once");
-    let serve_for = args.duration("--serve-for");
-    let exit_on_eof = args.flag("--exit-on-eof");
-    let quiet = args.flag("--quiet");
-    args.finish();
+    let Cli {
+        port,
+        listen,
+        threads,
+        once,
+        serve_for,
+        exit_on_eof,
+        quiet,
+    } = Cli::parse();
+    let listen = listen.unwrap_or_else(|| format!("127.0.0.1:{port}"));
 
     let orb = orb::Orb::builder()
         .listen(listen.as_str())

@@ -19,34 +19,49 @@
 //! cargo run -p orb-examples --bin observer-publisher -- --events 5 --subscribers 3 --kill-one
 //! ```
 
+use clap::Parser;
 use orb::{Exception, Orb, SystemExceptionKind};
-use orb_examples::args::Args;
 use orb_examples::errors::{describe, describe_exception};
 use orb_examples::process::{sibling_exe, Peer};
 use orb_examples::proto::observer::{
     AckRequest, Event, Publisher, PublisherSkeleton, StreamEnd, SubscribeReply, SubscribeRequest,
     SubscriberClient,
 };
-use orb_examples::{fail, thread_label};
+use orb_examples::{fail, parse_duration, thread_label};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-const USAGE: &str = "\
-observer-publisher: publishes events to subscribers' callback objects
-
-usage: observer-publisher [options]
-
-options:
-  --events N         publish N events, then end the stream (default: until Ctrl-C)
-  --interval DUR     time between events (default 1s; 100ms with --subscribers)
-  --subscribers K    start K observer-subscriber processes first (sub-1 ... sub-K) and check
-                     at the end that each received every event
-  --kill-one         with --subscribers: kill sub-2 half-way through, to show it being dropped
-  --port N           port on 127.0.0.1 (default 12810; with --subscribers, a free one)
-  --threads N        ORB pool threads (default 2)
-";
+/// observer-publisher: publishes events to subscribers' callback objects.
+///
+/// With --subscribers it checks at the end that every subscriber received and acknowledged
+/// every event (but the one --kill-one killed, which must have been dropped) and prints the
+/// verdict; exit status 0 if so.
+#[derive(Parser, Debug)]
+#[command(name = "observer-publisher")]
+struct Cli {
+    /// Publish N events, then end the stream [default: until Ctrl-C].
+    #[arg(long, value_name = "N")]
+    events: Option<u64>,
+    /// Time between events: 500ms, 3s, 1.5s, 2m, or seconds [default: 1s; 100ms with
+    /// --subscribers].
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    interval: Option<Duration>,
+    /// Start K observer-subscriber processes first (sub-1 ... sub-K) and check at the end that
+    /// each received every event.
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    subscribers: usize,
+    /// With --subscribers: kill sub-2 half-way through, to show it being dropped.
+    #[arg(long)]
+    kill_one: bool,
+    /// Port on 127.0.0.1 [default: 12810; with --subscribers, a free one].
+    #[arg(long, value_name = "N")]
+    port: Option<u16>,
+    /// ORB pool threads.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    threads: usize,
+}
 
 /// A registered subscriber.
 struct Subscription {
@@ -153,20 +168,20 @@ impl PublisherServant {
 }
 
 fn main() {
-    let mut args = Args::parse(USAGE);
-    let events: Option<u64> = args.parsed("--events");
-    let spawn: usize = args.parsed("--subscribers").unwrap_or(0);
-    let kill_one = args.flag("--kill-one");
-    let interval = args.duration("--interval").unwrap_or(if spawn > 0 {
+    let Cli {
+        events,
+        interval,
+        subscribers: spawn,
+        kill_one,
+        port,
+        threads,
+    } = Cli::parse();
+    let interval = interval.unwrap_or(if spawn > 0 {
         Duration::from_millis(100)
     } else {
         Duration::from_secs(1)
     });
-    let port: u16 = args
-        .parsed("--port")
-        .unwrap_or(if spawn > 0 { 0 } else { 12810 });
-    let threads: usize = args.parsed("--threads").unwrap_or(2);
-    args.finish();
+    let port = port.unwrap_or(if spawn > 0 { 0 } else { 12810 });
     if threads == 0 {
         // The main thread serves only while it waits in a callback; Subscribe needs a thread
         // at any time.

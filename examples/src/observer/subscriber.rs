@@ -12,8 +12,8 @@
 //! until the publisher ends its stream (then it exits 0 if it missed no event, else 1) or
 //! Ctrl-C. `observer-publisher --subscribers K` starts subscribers itself.
 
+use clap::Parser;
 use orb::{Exception, Orb};
-use orb_examples::args::Args;
 use orb_examples::errors::{describe, describe_exception};
 use orb_examples::process::Stop;
 use orb_examples::proto::observer::{
@@ -24,19 +24,26 @@ use std::sync::{Arc, Mutex};
 
 const DEFAULT_PUBLISHER: &str = "corbaloc:iiop:1.2@127.0.0.1:12810/publisher";
 
-const USAGE: &str = "\
-observer-subscriber: subscribes to a publisher and prints its events
-
-usage: observer-subscriber [REFERENCE] [options]
-
-  REFERENCE        the publisher, IOR:... or corbaloc:...
-                   (default corbaloc:iiop:1.2@127.0.0.1:12810/publisher)
-
-options:
-  --name NAME      how the publisher calls us (default sub-<pid>)
-  --threads N      ORB pool threads (default 1)
-  --exit-on-eof    exit when standard input closes (for a parent process)
-";
+/// observer-subscriber: subscribes to a publisher and prints its events.
+///
+/// It runs until the publisher ends its stream (then it exits 0 if it missed no event, else 1)
+/// or Ctrl-C.
+#[derive(Parser, Debug)]
+#[command(name = "observer-subscriber")]
+struct Cli {
+    /// The publisher, IOR:... or corbaloc:...
+    /// [default: corbaloc:iiop:1.2@127.0.0.1:12810/publisher]
+    reference: Option<String>,
+    /// How the publisher calls us [default: sub-<pid>].
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
+    /// ORB pool threads.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    threads: usize,
+    /// Exit when standard input closes (for a parent process).
+    #[arg(long)]
+    exit_on_eof: bool,
+}
 
 /// The callback object.
 struct SubscriberServant {
@@ -74,16 +81,14 @@ impl Subscriber for SubscriberServant {
 }
 
 fn main() {
-    let mut args = Args::parse(USAGE);
-    let name = args
-        .value("--name")
-        .unwrap_or_else(|| format!("sub-{}", std::process::id()));
-    let threads = args.parsed("--threads").unwrap_or(1);
-    let exit_on_eof = args.flag("--exit-on-eof");
-    let target = args
-        .positional()
-        .unwrap_or_else(|| DEFAULT_PUBLISHER.to_string());
-    args.finish();
+    let Cli {
+        reference,
+        name,
+        threads,
+        exit_on_eof,
+    } = Cli::parse();
+    let name = name.unwrap_or_else(|| format!("sub-{}", std::process::id()));
+    let target = reference.unwrap_or_else(|| DEFAULT_PUBLISHER.to_string());
 
     // This ORB listens: the publisher calls our object back. (We offer bidirectional GIOP,
     // the default; a publisher built with `bidir_accept(true)` calls back over the connection
