@@ -35,6 +35,7 @@
 //! built by hand.
 #![warn(missing_docs)]
 
+pub mod corba;
 mod error;
 pub mod ident;
 mod load;
