@@ -2,16 +2,38 @@
 //!
 //! - `orb ior REF`: decode an `IOR:` string or a `corbaloc:` URL (like omniORB's `catior`);
 //! - `orb ping REF`: call `_non_existent` and time the round trips;
+//! - `orb call REF Service.Method --proto FILE [-I DIR]... --json '{...}'`: call an operation
+//!   of an orb object described by a .proto, with the request given as JSON and the reply (or
+//!   the user exception) printed as JSON, like grpcurl. `--json -` reads standard input,
+//!   `--json @FILE` a file; without `--json` the request is `{}`. A oneway method prints
+//!   nothing. A system exception is printed on standard error by kind,
+//!   `orb: TRANSIENT (minor 0x52420005, completed NO): ...`;
+//! - `orb idl --proto FILE [-I DIR]...`: print the CORBA IDL of the services, for omniORB or
+//!   any other ORB to call or serve them (one `Octets` parameter and result per operation, the
+//!   runtime's repository ids in `#pragma ID`; see `orb_idl::corba`);
 //! - `orb ns --ns HOST:PORT ls|resolve|bind|unbind`: use a CosNaming service (omniNames).
 //!
-//! Exit codes: 0 success; 1 the command failed (bad input, a call failed, the object does not
-//! exist, a name is not bound); 2 bad command-line arguments (clap's own).
+//! Exit codes: 0 success; 1 the command failed (bad input, a call failed or raised an
+//! exception, the object does not exist, a name is not bound); 2 bad command-line arguments
+//! (clap's own, and for `orb call` and `orb idl` a .proto that does not compile, an unknown
+//! service or method, JSON that does not fit the request message, a reference that does not
+//! parse).
+//!
+//! ```text
+//! $ orb call corbaloc::127.0.0.1:2809/echo demo.Echo.Echo --proto demo/echo.proto \
+//!       --json '{"text": "hi"}'
+//! {
+//!   "text": "hi"
+//! }
+//! ```
 
+mod call;
 mod ior;
 
 use clap::{Args, Parser, Subcommand};
 use orb::{ObjectProxy, ObjectRef, Orb, SystemException, SystemExceptionKind};
 use orb_naming::{BindingType, Name, NamingContext, NamingError};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -29,8 +51,49 @@ enum Command {
     Ior(IorArgs),
     /// Call `_non_existent` on an object and print the round-trip times.
     Ping(PingArgs),
+    /// Call an operation described by a .proto: the request as JSON, the reply printed as JSON.
+    Call(CallArgs),
+    /// Print the CORBA IDL of the services in .proto files (for omniORB and other ORBs).
+    Idl(IdlArgs),
     /// Use a CosNaming service (such as omniORB's omniNames).
     Ns(NsArgs),
+}
+
+#[derive(Args, Debug)]
+struct ProtoArgs {
+    /// A .proto file with the service (repeat for more; imports are found on the include path).
+    #[arg(long = "proto", value_name = "FILE", required = true)]
+    protos: Vec<PathBuf>,
+    /// An include directory for imports (repeatable; default: the directory of each .proto).
+    /// `orb/options.proto` and the Google well-known types are built in.
+    #[arg(short = 'I', long = "include", value_name = "DIR")]
+    includes: Vec<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct CallArgs {
+    /// The object: `IOR:<hex>` or a corbaloc URL.
+    reference: String,
+    /// The method: `Service.Method`, or `package.Service.Method` (`/` also separates).
+    method: String,
+    #[command(flatten)]
+    proto: ProtoArgs,
+    /// The request message as JSON (protobuf's JSON mapping); `-` reads standard input,
+    /// `@FILE` a file.
+    #[arg(long, value_name = "JSON", default_value = "{}")]
+    json: String,
+    /// Print fields that have their default value (zero, empty) too.
+    #[arg(long)]
+    emit_defaults: bool,
+    /// Timeout of the call (and of connecting), in milliseconds.
+    #[arg(short = 't', long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
+    timeout: u64,
+}
+
+#[derive(Args, Debug)]
+struct IdlArgs {
+    #[command(flatten)]
+    proto: ProtoArgs,
 }
 
 #[derive(Args, Debug)]
@@ -109,6 +172,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Ior(a) => cmd_ior(&a),
         Command::Ping(a) => cmd_ping(&a),
+        Command::Call(a) => return run_failure(cmd_call(&a)),
+        Command::Idl(a) => return run_failure(cmd_idl(&a)),
         Command::Ns(a) => cmd_ns(&a),
     };
     match result {
@@ -118,6 +183,55 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Exit code and message of the commands that tell bad arguments (2) from failures (1).
+fn run_failure(result: Result<ExitCode, call::Failure>) -> ExitCode {
+    match result {
+        Ok(code) => code,
+        Err(call::Failure::Usage(e)) => {
+            eprintln!("orb: {e}");
+            ExitCode::from(call::USAGE)
+        }
+        Err(call::Failure::Call(e)) => {
+            eprintln!("orb: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn cmd_call(a: &CallArgs) -> Result<ExitCode, call::Failure> {
+    let compiled = call::compile(&a.proto.protos, &a.proto.includes)?;
+    // Everything the user gave is checked before connecting.
+    let (_, method) = call::find(&compiled, &a.method)?;
+    let json = call::read_json(&a.json)?;
+    let input = compiled
+        .pool
+        .get_message_by_name(&method.input.full_name)
+        .ok_or_else(|| call::Failure::Usage(format!("no message `{}`", method.input.full_name)))?;
+    call::request_from_json(input, &json)?;
+    let target = parse_ref(&a.reference).map_err(|e| call::Failure::Usage(e.to_string()))?;
+    let timeout = Duration::from_millis(a.timeout);
+    let orb = client_orb(timeout).map_err(|e| call::Failure::Call(e.into()))?;
+    let proxy = ObjectProxy::new(&orb, target);
+    let result = call::call(
+        &proxy,
+        &call::CallRequest {
+            compiled: &compiled,
+            method: &a.method,
+            json: &json,
+            emit_defaults: a.emit_defaults,
+            timeout,
+        },
+    );
+    orb.shutdown();
+    result
+}
+
+fn cmd_idl(a: &IdlArgs) -> Result<ExitCode, call::Failure> {
+    let compiled = call::compile(&a.proto.protos, &a.proto.includes)?;
+    print!("{}", orb_idl::corba::to_corba_idl(&compiled.model));
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Reads a reference argument (`-`: standard input) and parses it.

@@ -207,6 +207,8 @@ fn help_of_every_subcommand() {
         &["--help"][..],
         &["ior", "--help"],
         &["ping", "--help"],
+        &["call", "--help"],
+        &["idl", "--help"],
         &["ns", "--help"],
         &["ns", "ls", "--help"],
         &["ns", "resolve", "--help"],
