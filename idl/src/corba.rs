@@ -16,7 +16,8 @@
 //! Packages become modules, one per segment. Nested exception messages (`demo.Outer.Inner`)
 //! are flattened into their package's module (`Outer_Inner`). Exceptions come first, in a
 //! first round of modules, and interfaces after them in reopened modules, so an interface may
-//! raise an exception of any package; references are fully qualified (`::demo::Octets`), so
+//! raise an exception of any package; references are fully qualified (`::demo::Octets`; the
+//! typedef is `Octets_` in a module where an operation is named `Octets`), so
 //! no identifier of a scope can clash with a name it uses.
 //!
 //! IDL is stricter than protobuf about names, and operation names cannot change (they are the
@@ -110,7 +111,7 @@ const KEYWORDS: &[&str] = &[
     "wstring",
 ];
 
-/// The name of the octet-sequence typedef in every module.
+/// The name of the octet-sequence typedef in every module (unless taken).
 const OCTETS: &str = "Octets";
 
 /// Whether `name` is an IDL keyword, ignoring case.
@@ -153,6 +154,10 @@ fn unique(name: &str, taken: &mut HashSet<String>) -> String {
 struct Module<'a> {
     /// The IDL identifier (escaped); empty for the global scope.
     ident: String,
+    /// The name of this module's octet-sequence typedef: `Octets`, unless an operation of one
+    /// of its interfaces is named so (the C++ mapping would then name a member function like
+    /// the type it returns).
+    octets: String,
     children: BTreeMap<String, Module<'a>>,
     /// (IDL identifier, exception)
     exceptions: Vec<(String, &'a UserExceptionType)>,
@@ -187,7 +192,15 @@ impl<'a> Module<'a> {
         if !self.ident.is_empty() {
             taken.insert(self.ident.trim_start_matches('_').to_ascii_lowercase());
         }
-        taken.insert(OCTETS.to_ascii_lowercase());
+        let mut op_names: HashSet<String> = self
+            .interfaces
+            .iter()
+            .flat_map(|(_, s)| &s.methods)
+            .map(|m| m.proto_name.to_ascii_lowercase())
+            .collect();
+        op_names.extend(taken.iter().cloned());
+        self.octets = unique(OCTETS, &mut op_names);
+        taken.insert(self.octets.to_ascii_lowercase());
         let qualify = |ident: &str| format!("{scope}::{ident}");
         // Interfaces first: their names are what users look for, so they keep theirs when an
         // exception's flattened name happens to be the same.
@@ -349,11 +362,11 @@ impl Writer<'_> {
     /// Writes one round of `m` and its children: typedefs and exceptions (`interfaces` false)
     /// or interfaces.
     fn declarations(&mut self, m: &Module<'_>, scope: &str, interfaces: bool) {
-        let octets = format!("{scope}::{OCTETS}");
+        let octets = format!("{scope}::{}", m.octets);
         if !interfaces {
             if !m.exceptions.is_empty() || !m.interfaces.is_empty() {
                 self.line("");
-                self.line(&format!("typedef sequence<octet> {OCTETS};"));
+                self.line(&format!("typedef sequence<octet> {};", m.octets));
             }
             for (ident, e) in &m.exceptions {
                 self.line("");
@@ -526,20 +539,22 @@ service module { rpc Get(Msg) returns (Msg); }
         for expected in [
             "interface Echo_ {",
             "#pragma ID Echo_ \"IDL:a/module/Echo:1.0\"",
-            "::a::_module::Octets echo(in ::a::_module::Octets p);",
-            "oneway void _oneway(in ::a::_module::Octets p);",
-            "::a::_module::Octets _Object(in ::a::_module::Octets p) raises \
+            "::a::_module::Octets_ echo(in ::a::_module::Octets_ p);",
+            "oneway void _oneway(in ::a::_module::Octets_ p);",
+            "::a::_module::Octets_ _Object(in ::a::_module::Octets_ p) raises \
              (::a::_module::Outer_Inner, ::errs::Denied);",
-            "::a::_module::Octets p(in ::a::_module::Octets payload);",
-            "::a::_module::Octets Octets(in ::a::_module::Octets p);",
+            "::a::_module::Octets_ p(in ::a::_module::Octets_ payload);",
+            "::a::_module::Octets_ Octets(in ::a::_module::Octets_ p);",
             "interface _Object {",
             "#pragma ID _Object \"IDL:a/module/Object:1.0\"",
-            "::a::_module::Octets _in(in ::a::_module::Octets p);",
+            "::a::_module::Octets_ _in(in ::a::_module::Octets_ p);",
             "interface module_ {",
             "#pragma ID module_ \"IDL:a/module/module:1.0\"",
-            "exception Outer_Inner { ::a::_module::Octets data; };",
+            "exception Outer_Inner { ::a::_module::Octets_ data; };",
             "#pragma ID Outer_Inner \"IDL:a/module/Outer/Inner:1.0\"",
             "exception Denied { ::errs::Octets data; };",
+            // `Octets` is an operation of `Echo`: the C++ mapping needs another type name.
+            "typedef sequence<octet> Octets_;",
             "#pragma ID Denied \"IDL:errs/Denied:1.0\"",
         ] {
             assert!(text.contains(expected), "missing `{expected}` in\n{text}");

@@ -1,5 +1,11 @@
-//! Builds the omniORB C++ peers (`interop_client`, `interop_server`) from `idl/interop.idl` and
-//! `cpp/*.cc` with omniidl and a C++ compiler, into `OUT_DIR`.
+//! Builds the omniORB C++ peers (`interop_client`, `interop_server`) with omniidl and a C++
+//! compiler, into `OUT_DIR`, from:
+//! - `proto/interop.proto`, exported to IDL with `orb_idl::corba::to_corba_idl` (as `orb idl`
+//!   does) into `OUT_DIR/idl/interop_proto.idl`: `Octets`, `Oops`, `Echo`, `Callback`;
+//! - `idl/interop.idl`, which includes it and adds what a .proto cannot express;
+//! - `cpp/*.cc`.
+//!
+//! The .proto is ours: if it does not compile, the build fails (a bug, not a missing tool).
 //!
 //! Exports to the crate (always set, possibly empty):
 //! - `ORB_INTEROP_CLIENT`, `ORB_INTEROP_SERVER`: paths of the built programs;
@@ -19,6 +25,7 @@ fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
     for f in [
         "build.rs",
+        "proto/interop.proto",
         "idl/interop.idl",
         "cpp/common.h",
         "cpp/client.cc",
@@ -28,6 +35,20 @@ fn main() {
     }
     for v in ["OMNIIDL", "CXX", "CXXFLAGS", "PKG_CONFIG_PATH"] {
         println!("cargo:rerun-if-env-changed={v}");
+    }
+    let gen = out.join("idl");
+    if let Err(e) = std::fs::create_dir_all(&gen) {
+        panic!("cannot create {}: {e}", gen.display());
+    }
+    let compiled = orb_idl::compile(
+        &["interop.proto"],
+        &[manifest.join("proto")],
+        &orb_idl::Options::new(),
+    )
+    .unwrap_or_else(|e| panic!("proto/interop.proto: {e}"));
+    let exported = gen.join("interop_proto.idl");
+    if let Err(e) = std::fs::write(&exported, orb_idl::corba::to_corba_idl(&compiled.model)) {
+        panic!("cannot write {}: {e}", exported.display());
     }
     match build(&manifest, &out) {
         Ok((client, server)) => {
@@ -59,30 +80,42 @@ fn build(manifest: &Path, out: &Path) -> Result<(PathBuf, PathBuf), String> {
     let omniidl = std::env::var("OMNIIDL").unwrap_or_else(|_| "omniidl".into());
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "g++".into());
     let gen = out.join("idl");
-    std::fs::create_dir_all(&gen).map_err(|e| format!("cannot create {}: {e}", gen.display()))?;
-    run(
-        Command::new(&omniidl)
-            .arg("-bcxx")
-            .arg("-C")
-            .arg(&gen)
-            .arg(manifest.join("idl/interop.idl")),
-        &omniidl,
-    )?;
+    // The exported IDL, then the hand-written file that includes it (omniidl generates code
+    // for the main file only, so each gets its own stubs).
+    for idl in [
+        gen.join("interop_proto.idl"),
+        manifest.join("idl/interop.idl"),
+    ] {
+        run(
+            Command::new(&omniidl)
+                .arg("-bcxx")
+                .arg("-C")
+                .arg(&gen)
+                .arg("-I")
+                .arg(&gen)
+                .arg(idl),
+            &omniidl,
+        )?;
+    }
     let libs = omniorb_libs();
     let cxxflags: Vec<String> = std::env::var("CXXFLAGS")
         .map(|s| s.split_whitespace().map(str::to_owned).collect())
         .unwrap_or_default();
-    let skel = out.join("interopSK.o");
-    run(
-        Command::new(&cxx)
-            .args(["-O1", "-c", "-o"])
-            .arg(&skel)
-            .arg("-I")
-            .arg(&gen)
-            .args(&cxxflags)
-            .arg(gen.join("interopSK.cc")),
-        &cxx,
-    )?;
+    let mut skels = Vec::new();
+    for stem in ["interop_proto", "interop"] {
+        let skel = out.join(format!("{stem}SK.o"));
+        run(
+            Command::new(&cxx)
+                .args(["-O1", "-c", "-o"])
+                .arg(&skel)
+                .arg("-I")
+                .arg(&gen)
+                .args(&cxxflags)
+                .arg(gen.join(format!("{stem}SK.cc"))),
+            &cxx,
+        )?;
+        skels.push(skel);
+    }
     let mut built = Vec::new();
     for name in ["client", "server"] {
         let exe = out.join(format!("interop_{name}"));
@@ -94,7 +127,7 @@ fn build(manifest: &Path, out: &Path) -> Result<(PathBuf, PathBuf), String> {
                 .arg(&gen)
                 .args(&cxxflags)
                 .arg(manifest.join(format!("cpp/{name}.cc")))
-                .arg(&skel)
+                .args(&skels)
                 .args(&libs),
             &cxx,
         )?;

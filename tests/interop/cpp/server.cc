@@ -39,14 +39,6 @@ class EchoImpl : public POA_interop::Echo {
     return 0;  // not reached
   }
 
-  interop::Octets* two(const interop::Octets& a, const interop::Octets& b) {
-    interop::Octets* r = new interop::Octets(a);
-    CORBA::ULong n = r->length();
-    r->length(n + b.length());
-    for (CORBA::ULong i = 0; i < b.length(); i++) (*r)[n + i] = b[i];
-    return r;
-  }
-
   interop::Octets* nosuch(const interop::Octets& p) { return new interop::Octets(p); }
 };
 
