@@ -20,11 +20,13 @@
 //! parse).
 //!
 //! ```text
-//! $ orb call corbaloc::127.0.0.1:2809/echo demo.Echo.Echo --proto demo/echo.proto \
-//!       --json '{"text": "hi"}'
+//! $ orb call corbaloc:iiop:1.2@127.0.0.1:12809/echo echo.Echo.Echo \
+//!       --proto examples/proto/echo.proto --json '{"text": "hi"}'
 //! {
-//!   "text": "hi"
+//!   "text": "hi",
+//!   "served": "1"
 //! }
+//! $ orb idl --proto examples/proto/echo.proto > echo.idl && omniidl -bcxx echo.idl
 //! ```
 
 mod call;
@@ -72,7 +74,7 @@ struct ProtoArgs {
 
 #[derive(Args, Debug)]
 struct CallArgs {
-    /// The object: `IOR:<hex>` or a corbaloc URL.
+    /// The object: `IOR:<hex>` or a corbaloc URL (`-` reads it from standard input).
     reference: String,
     /// The method: `Service.Method`, or `package.Service.Method` (`/` also separates).
     method: String,
@@ -201,6 +203,11 @@ fn run_failure(result: Result<ExitCode, call::Failure>) -> ExitCode {
 }
 
 fn cmd_call(a: &CallArgs) -> Result<ExitCode, call::Failure> {
+    if a.reference == "-" && a.json == "-" {
+        return Err(call::Failure::Usage(
+            "the reference and the JSON cannot both come from standard input".into(),
+        ));
+    }
     let compiled = call::compile(&a.proto.protos, &a.proto.includes)?;
     // Everything the user gave is checked before connecting.
     let (_, method) = call::find(&compiled, &a.method)?;

@@ -257,6 +257,12 @@ fn bad_arguments_exit_2_without_calling() {
     let out = orb(&["call", url, "Echo.Echo", "--proto", "/no/such.proto"]);
     assert_eq!(out.code, Some(2), "{out:?}");
     assert!(out.stderr.contains("cannot compile the .proto"), "{out:?}");
+    let out = call("-", "Echo.Echo", "-");
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(
+        out.stderr.contains("both come from standard input"),
+        "{out:?}"
+    );
     // `--proto` is required: clap's usage error.
     let out = orb(&["call", url, "Echo.Echo"]);
     assert_eq!(out.code, Some(2), "{out:?}");

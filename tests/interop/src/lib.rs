@@ -537,7 +537,8 @@ impl Drop for OmniNames {
 /// - `fail`: raises `interop::Oops` whose payload is the argument (the wire form, `string id;
 ///   sequence<octet> payload`, is the CDR of `Oops { Octets data; }`);
 /// - `sysex`: raises the system exception described by the argument, `NAME,minor,COMPLETION`;
-/// - anything else: BAD_OPERATION (`two` never arrives: the runtime answers MARSHAL first).
+/// - anything else: BAD_OPERATION (`two`, of the hand-written `EchoTwo` in `idl/interop.idl`,
+///   never arrives: the runtime answers MARSHAL first).
 #[derive(Debug, Default)]
 pub struct EchoServant;
 
