@@ -63,6 +63,8 @@ fn orb(args: &[&str]) -> Run {
 /// `calltest.Echo` over bytes: see the .proto's comment.
 struct EchoBytes {
     notes: Mutex<mpsc::Sender<Bytes>>,
+    /// `Hang` waits for a message here (at most a minute, so that nothing hangs forever).
+    release: Mutex<mpsc::Receiver<()>>,
 }
 
 impl Servant for EchoBytes {
@@ -73,6 +75,13 @@ impl Servant for EchoBytes {
         match op {
             "Echo" | "Ping" => Ok(body),
             "Fail" => Err(UserException::new(OOPS_ID, body).into()),
+            "Surprise" => Err(UserException::new("IDL:calltest/Other:1.0", body).into()),
+            "Hang" => {
+                if let Ok(rx) = self.release.lock() {
+                    let _ = rx.recv_timeout(Duration::from_secs(60));
+                }
+                Ok(body)
+            }
             "Note" => {
                 if let Ok(tx) = self.notes.lock() {
                     let _ = tx.send(body);
@@ -86,16 +95,24 @@ impl Servant for EchoBytes {
 
 /// A server ORB with `EchoBytes` activated; its IOR string; the oneway requests it receives.
 fn server() -> (Orb, String, mpsc::Receiver<Bytes>) {
-    let orb = Orb::builder().threads(1).build().expect("server orb");
+    let (orb, ior, notes, _) = server_with_release();
+    (orb, ior, notes)
+}
+
+/// [`server`], and the sender that lets `Hang` answer.
+fn server_with_release() -> (Orb, String, mpsc::Receiver<Bytes>, mpsc::Sender<()>) {
+    let orb = Orb::builder().threads(2).build().expect("server orb");
     let (tx, rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel();
     let r: ObjectRef = orb.activate(
         &b"echo"[..],
         EchoBytes {
             notes: Mutex::new(tx),
+            release: Mutex::new(release_rx),
         },
     );
     let ior = orb.object_to_string(&r);
-    (orb, ior, rx)
+    (orb, ior, rx, release_tx)
 }
 
 fn call(ior: &str, method: &str, json: &str) -> Run {
@@ -188,6 +205,43 @@ fn user_exception_is_printed_as_json() {
         ),
         "{out:?}"
     );
+    server.shutdown();
+}
+
+#[test]
+fn undeclared_user_exception_is_printed_with_its_payload() {
+    let (server, ior, _) = server();
+    let out = call(&ior, "Echo.Surprise", r#"{"text": "x"}"#);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert_eq!(
+        json(&out.stdout),
+        json(
+            r#"{"exception": null, "repository_id": "IDL:calltest/Other:1.0",
+                "payload_hex": "0a0178"}"#
+        ),
+        "{out:?}"
+    );
+    server.shutdown();
+}
+
+#[test]
+fn timeout_is_a_system_exception() {
+    let (server, ior, _, release) = server_with_release();
+    // `Hang` does not answer before the CLI gives up, whatever the machine's load: it waits
+    // for `release`, sent only once the CLI has exited.
+    let out = orb(&[
+        "call",
+        &ior,
+        "Echo.Hang",
+        "--proto",
+        PROTO,
+        "--timeout",
+        // Long enough for connecting on a loaded machine (a connect timeout is TRANSIENT).
+        "2000",
+    ]);
+    let _ = release.send(());
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("orb: TIMEOUT (minor 0x"), "{out:?}");
     server.shutdown();
 }
 
