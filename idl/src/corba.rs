@@ -562,4 +562,61 @@ service module { rpc Get(Msg) returns (Msg); }
         // Exceptions are declared before the interfaces that raise them.
         assert!(text.find("exception Denied").unwrap() < text.find("interface Echo_").unwrap());
     }
+
+    /// What IDL cannot name is left out with a comment, never emitted broken; a package-less
+    /// exception named like a keyword is escaped; a service named like its module is renamed.
+    #[test]
+    fn unnameable_operations_are_left_out() {
+        use crate::{MessageType, Method, Service};
+        let msg = MessageType::new("Msg", "Msg");
+        let op = |name: &str| Method {
+            name: name.to_ascii_lowercase(),
+            proto_name: name.to_owned(),
+            input: msg.clone(),
+            output: msg.clone(),
+            ..Method::default()
+        };
+        let mut raising = op("Raise");
+        raising.raises = vec![UserExceptionType {
+            full_name: "Object".into(),
+            rust_path: "Object".into(),
+            repository_id: "IDL:Object:1.0".into(),
+        }];
+        let model = Model {
+            services: vec![
+                Service {
+                    name: "Svc".into(),
+                    proto_name: "Svc".into(),
+                    repository_id: "IDL:Svc:1.0".into(),
+                    methods: vec![op("Foo"), op("foo"), op("_x"), raising],
+                    ..Service::default()
+                },
+                Service {
+                    name: "Pkg".into(),
+                    proto_name: "Pkg".into(),
+                    package: "pkg".into(),
+                    repository_id: "IDL:pkg/Pkg:1.0".into(),
+                    methods: vec![op("Get")],
+                    ..Service::default()
+                },
+            ],
+            skipped: vec![],
+        };
+        let text = to_corba_idl(&model);
+        for expected in [
+            "typedef sequence<octet> Octets;\n",
+            "exception _Object { ::Octets data; };",
+            "#pragma ID _Object \"IDL:Object:1.0\"",
+            "::Octets Foo(in ::Octets p);",
+            "// Left out: the operation `foo` differs only in case",
+            "// Left out: IDL cannot name the operation `_x`",
+            "::Octets Raise(in ::Octets p) raises (::_Object);",
+            "module pkg {",
+            "interface Pkg_ {",
+            "#pragma ID Pkg_ \"IDL:pkg/Pkg:1.0\"",
+        ] {
+            assert!(text.contains(expected), "missing `{expected}` in\n{text}");
+        }
+        assert!(!text.contains("foo(in"), "{text}");
+    }
 }
