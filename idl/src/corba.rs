@@ -36,8 +36,7 @@ use crate::model::{Model, Service, UserExceptionType};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt::Write as _;
 
-/// The IDL keywords of CORBA 3 (IDL 4 adds none that omniidl rejects as identifiers besides
-/// these). Identifiers may not equal any of them ignoring case.
+/// The keywords of CORBA 3 IDL. An identifier may not equal any of them ignoring case.
 const KEYWORDS: &[&str] = &[
     "abstract",
     "any",
