@@ -197,3 +197,69 @@ fn server_killed_mid_call_fails_every_waiter_fast_then_recovers() {
     child.wait().unwrap();
     client_orb.shutdown();
 }
+
+/// Raises the system exception named by the operation, with or without a detail text.
+struct Raiser;
+
+impl orb::Servant for Raiser {
+    fn repository_id(&self) -> &'static str {
+        "IDL:orbtest/Raiser:1.0"
+    }
+    fn dispatch(
+        &self,
+        operation: &str,
+        _body: bytes::Bytes,
+        _ctx: &orb::Context,
+    ) -> Result<bytes::Bytes, orb::Exception> {
+        Err(match operation {
+            "detail" => orb::SystemException::bad_param(7, "field text must not be empty"),
+            "long" => orb::SystemException::bad_param(8, "é".repeat(10_000)),
+            "bare" => orb::SystemException::new(K::NO_PERMISSION, 3, orb::CompletionStatus::No),
+            _ => return Err(orb::SystemException::bad_operation(operation).into()),
+        }
+        .into())
+    }
+}
+
+#[test]
+fn a_system_exceptions_text_reaches_the_caller() {
+    let server = orb::Orb::builder().threads(1).build().unwrap();
+    let raiser = server.activate("raiser", Raiser);
+    let (_s, echo) = activate_echo(&server);
+    let client_orb = orb::Orb::builder().threads(0).build().unwrap();
+    let proxy = orb::ObjectProxy::new(&client_orb, raiser);
+    let call = |op: &str| {
+        let e = proxy.invoke(op, bytes::Bytes::new(), None).unwrap_err();
+        e.as_system().cloned().unwrap_or_else(|| panic!("{e}"))
+    };
+
+    let e = call("detail");
+    assert_eq!((e.kind, e.minor), (K::BAD_PARAM, 7), "{e}");
+    assert_eq!(e.detail(), Some("field text must not be empty"));
+    assert!(
+        e.to_string().ends_with(": field text must not be empty"),
+        "{e}"
+    );
+
+    // Bounded: at most ErrorText::MAX_LEN (512) bytes, cut at a character boundary.
+    let e = call("long");
+    assert_eq!(e.detail(), Some("é".repeat(256).as_str()), "{e}");
+
+    // Without a detail the caller sees the kind's generic sentence, as before.
+    let e = call("bare");
+    assert_eq!((e.kind, e.minor), (K::NO_PERMISSION, 3));
+    assert_eq!(e.detail(), None, "{e}");
+
+    // The ORB's own exceptions carry their text too.
+    let e = call("nosuch");
+    assert_eq!(e.kind, K::BAD_OPERATION);
+    assert!(e.detail().is_some_and(|d| d.contains("nosuch")), "{e}");
+
+    // A panic's message stays in the server's log.
+    let err = EchoClient::new(&client_orb, echo).panic(()).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("servant panicked"), "{text}");
+    assert!(!text.contains("on purpose"), "{text}");
+    client_orb.shutdown();
+    server.shutdown();
+}

@@ -36,7 +36,7 @@ pub use reply::{encode_system_exception, write_reply, Reply, ReplyHeader, ReplyS
 pub use request::{write_request, RequestHeader};
 pub use request::{Request, TargetAddress};
 pub use service_context::{
-    context_id, BiDirListenPoints, CallChain, Deadline, RequestContexts, ServiceContext,
+    context_id, BiDirListenPoints, CallChain, Deadline, ErrorText, RequestContexts, ServiceContext,
     ServiceContextList,
 };
 

@@ -7,6 +7,7 @@
 //! 1.0/1.1: ServiceContextList, request_id, reply_status (0..=3), body directly after
 //! ```
 
+use super::service_context::{context_id, ErrorText};
 use super::{begin_message, end_message, rest_as_body, Body, MsgType, ServiceContextList, Version};
 use crate::cdr::{
     ByteOrder, CdrReader, CdrReply, CdrWriter, DecodeError, DecodeErrorKind, DecodeResultExt,
@@ -110,14 +111,24 @@ impl Reply {
 
     /// The system exception a `SYSTEM_EXCEPTION` reply carries (MARSHAL, completed MAYBE, if
     /// its body does not decode).
+    ///
+    /// The detail text comes from the reply's ERROR_TEXT context ([`ErrorText`]), when the
+    /// peer sent one and the exception has no detail of its own.
     pub(crate) fn system_exception(&self) -> SystemException {
-        decode_system_exception(&mut self.body.reader()).unwrap_or_else(|e| {
+        let e = decode_system_exception(&mut self.body.reader()).unwrap_or_else(|e| {
             SystemException::marshal(
                 minor::BAD_REPLY,
                 CompletionStatus::Maybe,
                 format!("system exception does not decode: {e}"),
             )
-        })
+        });
+        match self.header.service_context.get(context_id::ERROR_TEXT) {
+            Some(data) if e.detail().is_none() => match ErrorText::from_context_data(data) {
+                Ok(ErrorText(text)) if !text.is_empty() => e.with_detail(text),
+                _ => e,
+            },
+            _ => e,
+        }
     }
 }
 

@@ -21,6 +21,9 @@ pub mod context_id {
     /// Our deadline context: the caller's remaining time budget, then (since the call-chain
     /// rule) its [`CallChain`](super::CallChain). Vendor-tagged id ("RB" + 1).
     pub const DEADLINE: u32 = 0x5242_0001;
+    /// Our error text context ("RB" + 2), on SYSTEM_EXCEPTION replies: the exception's detail
+    /// text, which the CORBA reply body has no field for. See [`ErrorText`](super::ErrorText).
+    pub const ERROR_TEXT: u32 = 0x5242_0002;
 }
 
 /// One service context: an id and its data (an encapsulation, kept as raw bytes).
@@ -193,6 +196,62 @@ impl Deadline {
     }
 }
 
+/// The detail text of a system exception, carried beside the SYSTEM_EXCEPTION reply body
+/// (which has only the repository id, minor code and completion status), so that a servant's
+/// `bad_param(7, "field text must not be empty")` reaches the caller as more than BAD_PARAM's
+/// generic sentence. An encapsulated CDR string; peers that do not know the context (omniORB)
+/// ignore it.
+///
+/// Both ends bound it to [`ErrorText::MAX_LEN`] bytes (cut at a character boundary): a
+/// server does not send a novel, and a hostile one cannot hand a caller one. Control
+/// characters become spaces on receipt, so a peer's text cannot forge log lines or move a
+/// terminal's cursor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ErrorText(pub String);
+
+impl ErrorText {
+    /// The longest text sent or accepted, in bytes.
+    pub const MAX_LEN: usize = 512;
+
+    /// The context (id ERROR_TEXT) carrying `text`, cut to [`MAX_LEN`](Self::MAX_LEN).
+    pub fn context(text: &str) -> ServiceContext {
+        let text = cut(text, Self::MAX_LEN);
+        let data = encapsulate(ByteOrder::NATIVE, |w| w.write_string(text));
+        ServiceContext {
+            id: context_id::ERROR_TEXT,
+            data: data.freeze(),
+        }
+    }
+
+    /// Decodes context data (an encapsulation in either byte order): the text, cut to
+    /// [`MAX_LEN`](Self::MAX_LEN), invalid UTF-8 replaced and control characters made spaces.
+    pub fn from_context_data(data: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = CdrReader::encapsulation(data).field("ErrorText")?;
+        let bytes = r.read_string_bytes().field("ErrorText")?;
+        let bytes = bytes.get(..Self::MAX_LEN).unwrap_or(bytes);
+        let text = String::from_utf8_lossy(bytes);
+        // A cut in the middle of a character leaves one U+FFFD at the end: drop it.
+        let text = text.trim_end_matches('\u{fffd}');
+        Ok(ErrorText(
+            text.chars()
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect(),
+        ))
+    }
+}
+
+/// `s` cut to at most `max` bytes, at a character boundary.
+fn cut(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 /// The call chain a request belongs to: an id that a top-level call gets from its thread and
 /// that every nested call made while serving it carries on. A thread waiting for its reply
 /// runs an incoming request itself only if it carries the thread's own chain (a callback it
@@ -230,6 +289,41 @@ impl CallChain {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn error_text_round_trips_and_is_bounded() {
+        let c = ErrorText::context("field text must not be empty");
+        assert_eq!(c.id, context_id::ERROR_TEXT);
+        assert_eq!(
+            ErrorText::from_context_data(&c.data).unwrap().0,
+            "field text must not be empty"
+        );
+        // Sent: cut to MAX_LEN at a character boundary (é is two bytes).
+        let long = "é".repeat(ErrorText::MAX_LEN);
+        let sent = ErrorText::from_context_data(&ErrorText::context(&long).data).unwrap();
+        assert_eq!(sent.0, "é".repeat(ErrorText::MAX_LEN / 2));
+    }
+
+    #[test]
+    fn a_hostile_error_text_is_cut_and_defanged() {
+        // A peer that ignores the bound, splits a character at it, and sends control
+        // characters (an escape sequence, a forged log line).
+        let mut text = "\u{1b}[2Jfake\nline".to_string();
+        text.push_str(&"x".repeat(ErrorText::MAX_LEN - text.len() - 1));
+        text.push('é');
+        text.push_str(&"y".repeat(10_000));
+        let data = encapsulate(ByteOrder::Big, |w| w.write_string(&text));
+        let got = ErrorText::from_context_data(&data).unwrap().0;
+        assert!(got.len() <= ErrorText::MAX_LEN, "{}", got.len());
+        assert!(got.starts_with(" [2Jfake line"), "{got}");
+        assert!(
+            !got.chars().any(|c| c.is_control() || c == '\u{fffd}'),
+            "{got}"
+        );
+        // Garbage is an error, never a panic.
+        assert!(ErrorText::from_context_data(&[0, 0xff, 0xff, 0xff, 0x7f]).is_err());
+        assert!(ErrorText::from_context_data(&[]).is_err());
+    }
     use crate::cdr::DecodeErrorKind;
     use bytes::BytesMut;
 

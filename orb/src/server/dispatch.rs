@@ -7,8 +7,8 @@ use crate::exception::{
     minor, CompletionStatus, Exception, SystemException, SystemExceptionKind, UserException,
 };
 use crate::giop::{
-    encode_system_exception, write_reply, Body, ReplyHeader, ReplyStatus, ServiceContextList,
-    Version,
+    encode_system_exception, write_reply, Body, ErrorText, ReplyHeader, ReplyStatus,
+    ServiceContextList, Version,
 };
 use crate::orb::OrbInner;
 use crate::outbuf;
@@ -192,7 +192,7 @@ impl OrbInner {
         let header = ReplyHeader {
             request_id,
             status,
-            service_context: ServiceContextList::default(),
+            service_context: error_text(&body),
         };
         match &body {
             // A large result goes out from its own buffer (see `frame_parts`).
@@ -222,4 +222,21 @@ impl OrbInner {
             }
         }
     }
+}
+
+/// The service contexts of a reply: a system exception's detail text travels in an
+/// ERROR_TEXT context ([`ErrorText`]). A panic's message stays in the server's log: it may
+/// say things about the server the caller has no business reading.
+fn error_text(body: &ReplyBody) -> ServiceContextList {
+    let mut list = ServiceContextList::default();
+    if let ReplyBody::System(e) = body {
+        let text = match e.detail() {
+            _ if e.minor == minor::SERVANT_PANIC => Some("servant panicked (see the server's log)"),
+            detail => detail,
+        };
+        if let Some(text) = text {
+            list.0.push(ErrorText::context(text));
+        }
+    }
+    list
 }
