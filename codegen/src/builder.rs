@@ -1,5 +1,6 @@
 //! The build-script API: [`configure`] → [`Builder`] → [`Builder::compile_protos`].
 
+use crate::gen::GenOptions;
 use crate::service_generator::Generator;
 use orb_idl::{Model, Options, OBJECT_REF_PROTO_PATH, OBJECT_REF_RUST_PATH};
 use std::collections::BTreeSet;
@@ -22,6 +23,23 @@ pub fn compile_protos(
 }
 
 /// Options for a compilation; setters take and return the builder by value.
+///
+/// Settings prost-build already has ([`bytes`](Self::bytes), [`btree_map`](Self::btree_map),
+/// [`boxed`](Self::boxed), the `*_attribute` setters, [`extern_path`](Self::extern_path),
+/// [`compile_well_known_types`](Self::compile_well_known_types),
+/// [`include_file`](Self::include_file)) are handed to `prost_build::Config` unchanged, with
+/// prost's path syntax (`"."` for everything, `.pkg`, `.pkg.Msg`, `.pkg.Msg.field`).
+/// [`build_server`](Self::build_server), [`build_client`](Self::build_client) and
+/// [`generate_default_stubs`](Self::generate_default_stubs) shape the ORB code, as their
+/// tonic-build namesakes do.
+///
+/// There is no `emit_package` (tonic-build's switch that leaves the package out of the gRPC
+/// service path). Here the package is part of the repository id
+/// (`IDL:demo/Echo:1.0`), which `narrow` checks, `_is_a` answers and IORs carry; user
+/// exception ids are built the same way. Leaving it out would make a server and a client
+/// built with different settings fail to recognise each other's objects and exceptions:
+/// a footgun, with nothing in return. Operation names on the wire are the proto method
+/// names either way.
 #[derive(Clone, Debug)]
 pub struct Builder {
     out_dir: Option<PathBuf>,
@@ -31,6 +49,14 @@ pub struct Builder {
     emit_rerun_if_changed: bool,
     include_file: Option<PathBuf>,
     bytes: Vec<String>,
+    btree_map: Vec<String>,
+    boxed: Vec<String>,
+    type_attributes: Vec<(String, String)>,
+    message_attributes: Vec<(String, String)>,
+    enum_attributes: Vec<(String, String)>,
+    field_attributes: Vec<(String, String)>,
+    compile_well_known_types: bool,
+    gen: GenOptions,
 }
 
 impl Default for Builder {
@@ -43,6 +69,14 @@ impl Default for Builder {
             emit_rerun_if_changed: true,
             include_file: None,
             bytes: Vec::new(),
+            btree_map: Vec::new(),
+            boxed: Vec::new(),
+            type_attributes: Vec::new(),
+            message_attributes: Vec::new(),
+            enum_attributes: Vec::new(),
+            field_attributes: Vec::new(),
+            compile_well_known_types: false,
+            gen: GenOptions::default(),
         }
     }
 }
@@ -97,6 +131,103 @@ impl Builder {
         self
     }
 
+    /// Generates `map` fields under these paths (`"."` for all) as `BTreeMap` instead of
+    /// `HashMap`, as prost-build's `Config::btree_map`: ordered iteration, and the map (so the
+    /// message) can derive `Hash`/`Ord`.
+    #[must_use]
+    pub fn btree_map<I, S>(mut self, paths: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.btree_map
+            .extend(paths.into_iter().map(|p| p.as_ref().to_string()));
+        self
+    }
+
+    /// Boxes the message field at `path` (`.pkg.Msg.field`): `Option<Box<T>>`, as
+    /// prost-build's `Config::boxed`. Recursive fields are boxed anyway.
+    #[must_use]
+    pub fn boxed(mut self, path: impl AsRef<str>) -> Self {
+        self.boxed.push(path.as_ref().to_string());
+        self
+    }
+
+    /// Adds `attribute` (e.g. `#[derive(Eq, Hash)]`, `#[derive(serde::Serialize)]`) to the
+    /// messages, enums and oneofs under `path`, as prost-build's `Config::type_attribute`.
+    /// Only prost's types: the ORB's generated traits, skeletons and clients are not touched.
+    #[must_use]
+    pub fn type_attribute(mut self, path: impl AsRef<str>, attribute: impl AsRef<str>) -> Self {
+        self.type_attributes
+            .push((path.as_ref().to_string(), attribute.as_ref().to_string()));
+        self
+    }
+
+    /// Adds `attribute` to the messages (not enums or oneofs) under `path`, as prost-build's
+    /// `Config::message_attribute`.
+    #[must_use]
+    pub fn message_attribute(mut self, path: impl AsRef<str>, attribute: impl AsRef<str>) -> Self {
+        self.message_attributes
+            .push((path.as_ref().to_string(), attribute.as_ref().to_string()));
+        self
+    }
+
+    /// Adds `attribute` to the enums and oneofs (not messages) under `path`, as prost-build's
+    /// `Config::enum_attribute`.
+    #[must_use]
+    pub fn enum_attribute(mut self, path: impl AsRef<str>, attribute: impl AsRef<str>) -> Self {
+        self.enum_attributes
+            .push((path.as_ref().to_string(), attribute.as_ref().to_string()));
+        self
+    }
+
+    /// Adds `attribute` to the fields under `path` (`.pkg.Msg.field`, or a message for all its
+    /// fields), as prost-build's `Config::field_attribute`.
+    #[must_use]
+    pub fn field_attribute(mut self, path: impl AsRef<str>, attribute: impl AsRef<str>) -> Self {
+        self.field_attributes
+            .push((path.as_ref().to_string(), attribute.as_ref().to_string()));
+        self
+    }
+
+    /// Generates the `google.protobuf` types used by the .proto files instead of using
+    /// `prost_types` (and `()` for `Empty`, primitives for the wrappers), as prost-build's
+    /// `Config::compile_well_known_types` (default: false). The output then has a
+    /// `google.protobuf.rs`, which your crate must include as module `google::protobuf`
+    /// beside the packages that use it; servant and client signatures name those types.
+    #[must_use]
+    pub fn compile_well_known_types(mut self, compile: bool) -> Self {
+        self.compile_well_known_types = compile;
+        self
+    }
+
+    /// Generates the server side: servant traits and skeletons (default: true). With `false`,
+    /// a client-only crate gets messages, clients and exception enums.
+    #[must_use]
+    pub fn build_server(mut self, build: bool) -> Self {
+        self.gen = self.gen.server(build);
+        self
+    }
+
+    /// Generates client stubs (default: true). With `false`, a server-only crate gets messages,
+    /// servant traits, skeletons and exception enums.
+    #[must_use]
+    pub fn build_client(mut self, build: bool) -> Self {
+        self.gen = self.gen.client(build);
+        self
+    }
+
+    /// Gives every servant trait method a default body that raises NO_IMPLEMENT
+    /// (completed NO), as tonic-build's `generate_default_stubs` answers "unimplemented"
+    /// (default: false, so the compiler lists the methods a servant lacks). A servant then
+    /// implements only the operations it serves; a client calling another one gets
+    /// `SystemException` NO_IMPLEMENT back.
+    #[must_use]
+    pub fn generate_default_stubs(mut self, generate: bool) -> Self {
+        self.gen = self.gen.default_stubs(generate);
+        self
+    }
+
     /// Leaves streaming methods out, with a `cargo:warning` for each, instead of failing
     /// (default: false).
     #[must_use]
@@ -145,7 +276,9 @@ impl Builder {
         protos: &[impl AsRef<Path>],
         includes: &[impl AsRef<Path>],
     ) -> io::Result<Report> {
-        let mut options = Options::new().skip_streaming(self.skip_streaming);
+        let mut options = Options::new()
+            .skip_streaming(self.skip_streaming)
+            .compile_well_known_types(self.compile_well_known_types);
         for (proto, rust) in &self.extern_paths {
             options = options.extern_path(proto.clone(), rust.clone());
         }
@@ -192,7 +325,28 @@ impl Builder {
         if !self.bytes.is_empty() {
             config.bytes(&self.bytes);
         }
-        config.service_generator(Box::new(Generator::new(&compiled.model)));
+        if !self.btree_map.is_empty() {
+            config.btree_map(&self.btree_map);
+        }
+        for path in &self.boxed {
+            config.boxed(path);
+        }
+        for (path, attribute) in &self.type_attributes {
+            config.type_attribute(path, attribute);
+        }
+        for (path, attribute) in &self.message_attributes {
+            config.message_attribute(path, attribute);
+        }
+        for (path, attribute) in &self.enum_attributes {
+            config.enum_attribute(path, attribute);
+        }
+        for (path, attribute) in &self.field_attributes {
+            config.field_attribute(path, attribute);
+        }
+        if self.compile_well_known_types {
+            config.compile_well_known_types();
+        }
+        config.service_generator(Box::new(Generator::with_options(&compiled.model, self.gen)));
         // Every file goes in (prost needs the whole message graph); the options file and the
         // well-known types produce no module, since all their messages are extern.
         config.compile_fds(compiled.file_descriptor_set)?;

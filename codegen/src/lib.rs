@@ -73,6 +73,8 @@ mod gen;
 mod service_generator;
 
 pub use builder::{compile_protos, configure, Builder, Report};
-pub use gen::{generate_service, service_tokens};
+pub use gen::{
+    generate_service, generate_service_with, service_tokens, service_tokens_with, GenOptions,
+};
 pub use orb_idl as idl;
 pub use service_generator::Generator;

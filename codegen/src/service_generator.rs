@@ -2,7 +2,7 @@
 //! each service prost reports up in the [`Model`] (by package and proto name) and appends our
 //! code to the package's module.
 
-use crate::gen::generate_service;
+use crate::gen::{generate_service_with, GenOptions};
 use orb_idl::{Model, Service};
 use std::collections::HashMap;
 
@@ -15,12 +15,19 @@ use std::collections::HashMap;
 #[derive(Debug, Default)]
 pub struct Generator {
     services: HashMap<(String, String), Service>,
+    options: GenOptions,
 }
 
 impl Generator {
-    /// A generator for the services of `model`.
+    /// A generator for the services of `model`, with the default [`GenOptions`].
     pub fn new(model: &Model) -> Self {
+        Self::with_options(model, GenOptions::default())
+    }
+
+    /// A generator for the services of `model` that generates what `options` asks for.
+    pub fn with_options(model: &Model, options: GenOptions) -> Self {
         Generator {
+            options,
             services: model
                 .services
                 .iter()
@@ -54,6 +61,6 @@ impl prost_build::ServiceGenerator for Generator {
                 method.output.rust_path.clone_from(&p.output_type);
             }
         }
-        buf.push_str(&generate_service(&model));
+        buf.push_str(&generate_service_with(&model, self.options));
     }
 }

@@ -2,12 +2,15 @@
 //! `tests/fixtures/*.rs`. On a mismatch the fixture is rewritten and the test fails, so the
 //! change shows up in `git diff` for review (prost-build's approach); run again to pass.
 
-use orb_codegen::generate_service;
 use orb_codegen::idl::{MessageType, Method, Service, UserExceptionType};
+use orb_codegen::{generate_service, generate_service_with, GenOptions};
 use std::path::Path;
 
 fn assert_snapshot(name: &str, service: &Service) {
-    let actual = generate_service(service);
+    assert_snapshot_text(name, generate_service(service));
+}
+
+fn assert_snapshot_text(name: &str, actual: String) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(format!("{name}.rs"));
@@ -44,6 +47,7 @@ fn service(package: &str, proto_name: &str, methods: Vec<Method>) -> Service {
         file: format!("{package}.proto"),
         repository_id: orb_codegen::idl::repository_id(&format!("{package}.{proto_name}")),
         docs: Vec::new(),
+        deprecated: false,
         methods,
     }
 }
@@ -136,4 +140,56 @@ fn oneway_and_raises() {
 #[test]
 fn no_methods() {
     assert_snapshot("empty", &service("", "Nothing", Vec::new()));
+}
+
+/// A library whose servant needs to implement only what it serves (default stubs raising
+/// NO_IMPLEMENT), with a deprecated method, and three methods raising `NotFound` that share one
+/// error enum (`Renew`, raising more, gets its own).
+fn library() -> Service {
+    let book = || msg("lib.BookId", "BookId");
+    let reply = || msg("lib.Book", "Book");
+    let not_found = || exception("lib.NotFound", "NotFound");
+    let mut lend = method("Lend", book(), reply());
+    lend.raises = vec![not_found()];
+    let mut give_back = method("Return", book(), reply());
+    give_back.raises = vec![not_found()];
+    let mut renew = method("Renew", book(), reply());
+    renew.raises = vec![exception("lib.Overdue", "Overdue"), not_found()];
+    let mut lose = method("Lose", book(), reply());
+    lose.raises = vec![not_found()];
+    lose.deprecated = true;
+    let mut tell = method("Tell", book(), empty());
+    tell.oneway = true;
+    service("lib", "Library", vec![lend, give_back, renew, lose, tell])
+}
+
+#[test]
+fn default_stubs_deprecated_and_shared_exceptions() {
+    let options = GenOptions::new().default_stubs(true);
+    assert_snapshot_text("library", generate_service_with(&library(), options));
+}
+
+#[test]
+fn deprecated_service() {
+    let mut svc = service("old", "Legacy", vec![method("Ping", empty(), empty())]);
+    svc.deprecated = true;
+    assert_snapshot("legacy", &svc);
+}
+
+#[test]
+fn server_only_and_client_only() {
+    let server = generate_service_with(&library(), GenOptions::new().client(false));
+    assert!(server.contains("pub trait Library"), "{server}");
+    assert!(server.contains("pub struct LibrarySkeleton"), "{server}");
+    assert!(server.contains("pub enum LibraryLendError"), "{server}");
+    assert!(!server.contains("LibraryClient"), "{server}");
+
+    let client = generate_service_with(&library(), GenOptions::new().server(false));
+    assert!(client.contains("pub struct LibraryClient"), "{client}");
+    assert!(client.contains("pub enum LibraryLendError"), "{client}");
+    assert!(!client.contains("trait Library"), "{client}");
+    assert!(!client.contains("LibrarySkeleton"), "{client}");
+
+    let neither = generate_service_with(&library(), GenOptions::new().server(false).client(false));
+    assert_eq!(neither.trim(), "");
 }

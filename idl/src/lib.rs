@@ -65,6 +65,7 @@ pub const OBJECT_REF_RUST_PATH: &str = "::orb::ObjectRef";
 pub struct Options {
     skip_streaming: bool,
     extern_paths: Vec<(String, String)>,
+    compile_well_known_types: bool,
 }
 
 impl Options {
@@ -78,6 +79,20 @@ impl Options {
     pub fn skip_streaming(mut self, skip: bool) -> Self {
         self.skip_streaming = skip;
         self
+    }
+
+    /// The `google.protobuf` types are generated with the user's code rather than taken from
+    /// `prost_types` (`()` for `Empty`, primitives for the wrappers), as prost-build's
+    /// `Config::compile_well_known_types`: Rust paths are resolved accordingly.
+    #[must_use]
+    pub fn compile_well_known_types(mut self, compile: bool) -> Self {
+        self.compile_well_known_types = compile;
+        self
+    }
+
+    /// Whether the well-known types are generated rather than taken from `prost_types`.
+    pub fn compiles_well_known_types(&self) -> bool {
+        self.compile_well_known_types
     }
 
     /// Declares that messages under `proto_path` (fully qualified, `.pkg` or `.pkg.Msg`) are

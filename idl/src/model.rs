@@ -18,6 +18,8 @@ pub struct Service {
     pub repository_id: String,
     /// Documentation lines (the proto comments), without the comment markers.
     pub docs: Vec<String>,
+    /// `option deprecated = true;` on the service.
+    pub deprecated: bool,
     /// The operations, in declaration order.
     pub methods: Vec<Method>,
 }
@@ -50,6 +52,8 @@ pub struct Method {
     pub oneway: bool,
     /// `option (orb.raises) = "..."`: the user exceptions the operation declares.
     pub raises: Vec<UserExceptionType>,
+    /// `option deprecated = true;` on the method.
+    pub deprecated: bool,
 }
 
 /// A message type as the generated code names it.

@@ -30,11 +30,38 @@ impl Default for RustPaths {
     }
 }
 
+/// prost-build's default mapping of the well-known types (`ExternPaths::new`, prost 0.14).
+const WELL_KNOWN: &[(&str, &str)] = &[
+    (".google.protobuf", "::prost_types"),
+    (".google.protobuf.BoolValue", "bool"),
+    (
+        ".google.protobuf.BytesValue",
+        "::prost::alloc::vec::Vec<u8>",
+    ),
+    (".google.protobuf.DoubleValue", "f64"),
+    (".google.protobuf.Empty", "()"),
+    (".google.protobuf.FloatValue", "f32"),
+    (".google.protobuf.Int32Value", "i32"),
+    (".google.protobuf.Int64Value", "i64"),
+    (
+        ".google.protobuf.StringValue",
+        "::prost::alloc::string::String",
+    ),
+    (".google.protobuf.UInt32Value", "u32"),
+    (".google.protobuf.UInt64Value", "u64"),
+];
+
 impl RustPaths {
     /// prost's defaults (the well-known types in `::prost_types`, plus the `orb.ObjectRef` →
     /// `::orb::ObjectRef` mapping) and the user's `(proto path, rust path)` pairs; proto paths
     /// are fully qualified (`.my.pkg` or `.my.pkg.Type`).
     pub fn new(user: &[(String, String)]) -> Result<Self, String> {
+        Self::with_prost_types(user, true)
+    }
+
+    /// As [`new`](Self::new); with `prost_types` false the `google.protobuf` types are not
+    /// mapped (prost-build's `compile_well_known_types`: they are generated like the user's).
+    pub fn with_prost_types(user: &[(String, String)], prost_types: bool) -> Result<Self, String> {
         let mut paths = RustPaths {
             extern_paths: HashMap::new(),
         };
@@ -47,25 +74,8 @@ impl RustPaths {
         {
             paths.insert(crate::OBJECT_REF_PROTO_PATH, crate::OBJECT_REF_RUST_PATH)?;
         }
-        for (proto, rust) in [
-            (".google.protobuf", "::prost_types"),
-            (".google.protobuf.BoolValue", "bool"),
-            (
-                ".google.protobuf.BytesValue",
-                "::prost::alloc::vec::Vec<u8>",
-            ),
-            (".google.protobuf.DoubleValue", "f64"),
-            (".google.protobuf.Empty", "()"),
-            (".google.protobuf.FloatValue", "f32"),
-            (".google.protobuf.Int32Value", "i32"),
-            (".google.protobuf.Int64Value", "i64"),
-            (
-                ".google.protobuf.StringValue",
-                "::prost::alloc::string::String",
-            ),
-            (".google.protobuf.UInt32Value", "u32"),
-            (".google.protobuf.UInt64Value", "u64"),
-        ] {
+        let well_known: &[(&str, &str)] = if prost_types { WELL_KNOWN } else { &[] };
+        for &(proto, rust) in well_known {
             paths.insert(proto, rust)?;
         }
         Ok(paths)

@@ -26,7 +26,9 @@ impl Model {
     /// Builds the model from every service in `pool` (files added by the user and their
     /// imports alike, since prost generates code for all of them).
     pub fn from_pool(pool: &DescriptorPool, options: &Options) -> Result<Model, Error> {
-        let paths = RustPaths::new(&options.extern_paths).map_err(Error::ExternPath)?;
+        let paths =
+            RustPaths::with_prost_types(&options.extern_paths, !options.compile_well_known_types)
+                .map_err(Error::ExternPath)?;
         let ext = Extensions {
             oneway: pool.get_extension_by_name(ONEWAY_OPTION),
             raises: pool.get_extension_by_name(RAISES_OPTION),
@@ -113,6 +115,7 @@ fn build_service(
         file: file.name().to_string(),
         repository_id: repository_id(service.full_name()),
         docs: docs(file, service.path()),
+        deprecated: is_deprecated(&service.options()),
         methods,
     })
 }
@@ -200,7 +203,16 @@ fn build_method(
         docs: docs(file, method.path()),
         oneway,
         raises,
+        deprecated: is_deprecated(&options),
     })
+}
+
+/// Whether service or method `options` say `deprecated = true` (a standard option, field 33
+/// of both `ServiceOptions` and `MethodOptions`).
+fn is_deprecated(options: &prost_reflect::DynamicMessage) -> bool {
+    options
+        .get_field_by_name("deprecated")
+        .is_some_and(|v| v.as_bool() == Some(true))
 }
 
 /// Resolves a `raises` entry to a message's full name: `.a.b.C` is absolute; otherwise the name

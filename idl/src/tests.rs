@@ -326,3 +326,51 @@ fn options_proto_text_is_the_canonical_file() {
     assert_eq!(fs::read_to_string(path).unwrap(), OPTIONS_PROTO);
     assert!(OPTIONS_PROTO.contains("message ObjectRef"));
 }
+
+#[test]
+fn deprecated_services_and_methods() {
+    let m = model(&[(
+        "old.proto",
+        r#"syntax = "proto3";
+           package old;
+           message M { int32 x = 1; }
+           service Legacy {
+             option deprecated = true;
+             rpc Ping(M) returns (M);
+           }
+           service Current {
+             option deprecated = false;
+             rpc Gone(M) returns (M) { option deprecated = true; }
+             rpc Here(M) returns (M);
+           }"#,
+    )]);
+    let legacy = &m.services[0];
+    assert!(legacy.deprecated);
+    assert!(!legacy.methods[0].deprecated);
+    let current = &m.services[1];
+    assert!(!current.deprecated);
+    assert!(current.methods[0].deprecated);
+    assert!(!current.methods[1].deprecated);
+}
+
+#[test]
+fn well_known_types_resolve_locally_when_compiled() {
+    let files = [(
+        "wk.proto",
+        r#"syntax = "proto3";
+           package wk;
+           import "google/protobuf/empty.proto";
+           import "google/protobuf/timestamp.proto";
+           service Clock { rpc Now(google.protobuf.Empty) returns (google.protobuf.Timestamp); }"#,
+    )];
+    let prost_types = compile_files(&files, &Options::new()).unwrap().model;
+    let now = &prost_types.services[0].methods[0];
+    assert_eq!(now.input.rust_path, "()");
+    assert_eq!(now.output.rust_path, "::prost_types::Timestamp");
+    let local = compile_files(&files, &Options::new().compile_well_known_types(true))
+        .unwrap()
+        .model;
+    let now = &local.services[0].methods[0];
+    assert_eq!(now.input.rust_path, "super::google::protobuf::Empty");
+    assert_eq!(now.output.rust_path, "super::google::protobuf::Timestamp");
+}

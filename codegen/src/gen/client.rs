@@ -1,7 +1,7 @@
 //! The client stub: `{Service}Client` wraps an `ObjectProxy` and has one blocking method per
 //! operation (plus a `_with_timeout` variant, oneway operations included).
 
-use super::{client_method_idents, docs_with, naming_allows, rust_type, Names};
+use super::{client_method_idents, deprecated_attr, docs_with, naming_allows, rust_type, Names};
 use crate::gen::servant::servant_result;
 use orb_idl::{Method, Service};
 use proc_macro2::TokenStream;
@@ -29,8 +29,10 @@ pub(super) fn client(service: &Service, names: &Names) -> TokenStream {
     let narrow_fail = format!("object reference of type `{{}}` is not a `{repository_id}`");
     let nil_fail = format!("cannot narrow a nil object reference to `{repository_id}`");
     let methods = service.methods.iter().map(|m| client_methods(m, names));
+    let deprecated = deprecated_attr(service.deprecated);
     quote! {
         #docs
+        #deprecated
         #[derive(Clone, Debug)]
         pub struct #client {
             proxy: ::orb::codegen::ObjectProxy,
@@ -96,8 +98,11 @@ fn client_methods(method: &Method, names: &Names) -> TokenStream {
     let op = &method.proto_name;
     let (plain, with_timeout) = client_method_idents(method);
     let input = rust_type(&method.input.rust_path);
+    let deprecated = deprecated_attr(method.deprecated);
     let allows = naming_allows(&plain.to_string());
+    let allows = quote!(#deprecated #allows);
     let timeout_allows = naming_allows(&with_timeout.to_string());
+    let timeout_allows = quote!(#deprecated #timeout_allows);
     let mut ours = vec![format!("Calls operation `{op}` and waits for the reply.")];
     if method.oneway {
         ours = vec![format!(

@@ -1,6 +1,12 @@
 //! Typed user exceptions: for a method with `raises`, an enum `{Service}{Method}Error` with one
 //! variant per declared exception message plus `System`, and the conversions to and from
 //! `::orb::codegen::Exception` (the wire form: repository id + protobuf payload).
+//!
+//! Methods of one service that raise the same set of exceptions share one enum: the first such
+//! method's `{Service}{Method}Error` is the enum, and each later one gets
+//! `pub type {Service}{Other}Error = {Service}{Method}Error;`. Every method keeps its own
+//! name in signatures, and one `match` (or one helper building the error) serves them all.
+//! The wire is the same either way: the variants carry the same repository ids and bodies.
 
 use super::{doc_line, ident, rust_type, Names};
 use orb_idl::ident::{to_upper_camel, to_upper_camel_raw};
@@ -52,26 +58,70 @@ pub(super) fn exception_enums(service: &Service, names: &Names) -> TokenStream {
         .methods
         .iter()
         .filter(|m| !m.raises.is_empty())
-        .map(|m| exception_enum(service, m, names));
+        .map(|m| {
+            if names.error_owner(m) == m.proto_name {
+                exception_enum(service, m, names)
+            } else {
+                alias(m, names)
+            }
+        });
     quote! { #(#enums)* }
+}
+
+/// `pub type {Service}{Method}Error = {Service}{Owner}Error;` for a method raising the same
+/// exceptions as an earlier one.
+fn alias(method: &Method, names: &Names) -> TokenStream {
+    let name = names.error_enum(method);
+    let target = names.error_enum_def(method);
+    let doc = doc_line(&format!(
+        "How operation `{}` can fail: it raises the same exceptions as `{}`, so it shares \
+         [`{target}`].",
+        method.proto_name,
+        names.error_owner(method)
+    ));
+    quote! {
+        #doc
+        pub type #name = #target;
+    }
 }
 
 fn exception_enum(service: &Service, method: &Method, names: &Names) -> TokenStream {
     let name = names.error_enum(method);
     let vs = variants(method);
-    let docs = [
-        doc_line(&format!(
-            "How operation `{}` of `{}` can fail: a declared user exception, or a system \
-             exception.",
-            method.proto_name,
-            service.full_name()
-        )),
-        quote!(#[doc = ""]),
-        doc_line(
-            "Servants return it; the skeleton sends user variants as USER_EXCEPTION replies. \
-             Clients get it back, decoded by repository id.",
-        ),
-    ];
+    let sharers: Vec<&Method> = service
+        .methods
+        .iter()
+        .filter(|m| !m.raises.is_empty() && names.error_owner(m) == method.proto_name)
+        .collect();
+    let ops: Vec<String> = sharers
+        .iter()
+        .map(|m| format!("`{}`", m.proto_name))
+        .collect();
+    let mut docs = vec![doc_line(&format!(
+        "How operation{} {} of `{}` can fail: a declared user exception, or a system \
+         exception.",
+        if ops.len() > 1 { "s" } else { "" },
+        ops.join(", "),
+        service.full_name()
+    ))];
+    docs.push(quote!(#[doc = ""]));
+    docs.push(doc_line(
+        "Servants return it; the skeleton sends user variants as USER_EXCEPTION replies. \
+         Clients get it back, decoded by repository id.",
+    ));
+    if sharers.len() > 1 {
+        let aliases: Vec<String> = sharers[1..]
+            .iter()
+            .map(|m| format!("`{}`", names.error_enum(m)))
+            .collect();
+        docs.push(quote!(#[doc = ""]));
+        docs.push(doc_line(&format!(
+            "Those operations raise the same exceptions, so they share this enum: {} {} \
+             aliases of it.",
+            aliases.join(", "),
+            if aliases.len() > 1 { "are" } else { "is an" }
+        )));
+    }
     let variant_defs = vs.iter().map(|v| {
         let (id, ty) = (&v.ident, &v.ty);
         let doc = doc_line(&format!(

@@ -14,32 +14,96 @@ use orb_idl::ident::{sanitize_identifier, to_snake_raw, to_upper_camel, to_upper
 use orb_idl::{Method, Service};
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::{quote, ToTokens};
+use std::collections::{BTreeSet, HashMap};
 
-/// The code for `service` as a token stream (servant trait, exception enums, skeleton, client).
+/// What to generate for each service (the [`Builder`](crate::Builder) sets it from
+/// `build_server`, `build_client` and `generate_default_stubs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GenOptions {
+    server: bool,
+    client: bool,
+    default_stubs: bool,
+}
+
+impl Default for GenOptions {
+    fn default() -> Self {
+        GenOptions {
+            server: true,
+            client: true,
+            default_stubs: false,
+        }
+    }
+}
+
+impl GenOptions {
+    /// The defaults: servant traits, skeletons and clients; no default method bodies.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether to generate servant traits and skeletons.
+    #[must_use]
+    pub fn server(mut self, server: bool) -> Self {
+        self.server = server;
+        self
+    }
+
+    /// Whether to generate client stubs.
+    #[must_use]
+    pub fn client(mut self, client: bool) -> Self {
+        self.client = client;
+        self
+    }
+
+    /// Whether servant trait methods get a default body raising NO_IMPLEMENT.
+    #[must_use]
+    pub fn default_stubs(mut self, default_stubs: bool) -> Self {
+        self.default_stubs = default_stubs;
+        self
+    }
+}
+
+/// The code for `service` as a token stream (servant trait, exception enums, skeleton, client),
+/// with the default [`GenOptions`].
 pub fn service_tokens(service: &Service) -> TokenStream {
+    service_tokens_with(service, GenOptions::default())
+}
+
+/// The code for `service` as a token stream, generating what `options` asks for.
+pub fn service_tokens_with(service: &Service, options: GenOptions) -> TokenStream {
     let names = Names::new(service);
-    let servant = servant::servant_trait(service, &names);
-    let exceptions = exception::exception_enums(service, &names);
-    let skeleton = skeleton::skeleton(service, &names);
-    let client = client::client(service, &names);
-    let tokens = quote! {
-        #servant
-        #exceptions
-        #skeleton
-        #client
-    };
-    allow_dead_code(tokens)
+    let mut tokens = TokenStream::new();
+    if options.server {
+        tokens.extend(servant::servant_trait(service, &names, options));
+    }
+    if options.server || options.client {
+        tokens.extend(exception::exception_enums(service, &names));
+    }
+    if options.server {
+        tokens.extend(skeleton::skeleton(service, &names));
+    }
+    if options.client {
+        tokens.extend(client::client(service, &names));
+    }
+    let deprecated = service.deprecated || service.methods.iter().any(|m| m.deprecated);
+    allow_lints(tokens, deprecated)
 }
 
 /// Marks every top-level item `#[allow(dead_code)]`: a binary crate that includes the
 /// generated module privately and uses only part of a service (just the client, or never
 /// `narrow`) must still build under `-D warnings`. prost-build and tonic-build do the same
-/// for the code they generate.
-fn allow_dead_code(tokens: TokenStream) -> TokenStream {
+/// for the code they generate. With `deprecated`, the items also allow `deprecated`: the
+/// skeleton and the `Arc` impl call deprecated methods, and name a deprecated trait; the
+/// user's own uses still warn.
+fn allow_lints(tokens: TokenStream, deprecated: bool) -> TokenStream {
     let Ok(mut file) = syn::parse2::<syn::File>(tokens.clone()) else {
         return tokens;
     };
-    let allow: syn::Attribute = syn::parse_quote!(#[allow(dead_code)]);
+    let allow: syn::Attribute = if deprecated {
+        syn::parse_quote!(#[allow(dead_code, deprecated)])
+    } else {
+        syn::parse_quote!(#[allow(dead_code)])
+    };
     for item in &mut file.items {
         let attrs = match item {
             syn::Item::Struct(i) => &mut i.attrs,
@@ -48,6 +112,7 @@ fn allow_dead_code(tokens: TokenStream) -> TokenStream {
             syn::Item::Trait(i) => &mut i.attrs,
             syn::Item::Const(i) => &mut i.attrs,
             syn::Item::Fn(i) => &mut i.attrs,
+            syn::Item::Type(i) => &mut i.attrs,
             _ => continue,
         };
         attrs.push(allow.clone());
@@ -55,9 +120,14 @@ fn allow_dead_code(tokens: TokenStream) -> TokenStream {
     quote!(#file)
 }
 
-/// The code for `service`, formatted with prettyplease.
+/// The code for `service`, formatted with prettyplease, with the default [`GenOptions`].
 pub fn generate_service(service: &Service) -> String {
-    let tokens = service_tokens(service);
+    generate_service_with(service, GenOptions::default())
+}
+
+/// The code for `service`, formatted with prettyplease, generating what `options` asks for.
+pub fn generate_service_with(service: &Service, options: GenOptions) -> String {
+    let tokens = service_tokens_with(service, options);
     match syn::parse2::<syn::File>(tokens.clone()) {
         Ok(file) => prettyplease::unparse(&file),
         // Cannot happen for well-formed models; keep the raw tokens so the compiler reports it.
@@ -74,6 +144,9 @@ pub(crate) struct Names {
     /// `EchoClient`.
     pub client: Ident,
     base: String,
+    /// Method proto name → the proto name of the first method of the service that raises the
+    /// same set of exceptions (itself if none before it does): that one's enum is shared.
+    error_owner: HashMap<String, String>,
 }
 
 impl Names {
@@ -84,21 +157,62 @@ impl Names {
         } else {
             service.name.clone()
         };
+        let mut owners: Vec<(BTreeSet<&str>, &str)> = Vec::new();
+        let mut error_owner = HashMap::new();
+        for m in service.methods.iter().filter(|m| !m.raises.is_empty()) {
+            let set: BTreeSet<&str> = m.raises.iter().map(|r| r.full_name.as_str()).collect();
+            let owner = match owners.iter().find(|(s, _)| *s == set) {
+                Some((_, owner)) => owner,
+                None => {
+                    owners.push((set, &m.proto_name));
+                    m.proto_name.as_str()
+                }
+            };
+            error_owner.insert(m.proto_name.clone(), owner.to_string());
+        }
         Names {
             trait_name: ident(&trait_name),
             skeleton: ident(&sanitize_identifier(&format!("{base}Skeleton"))),
             client: ident(&sanitize_identifier(&format!("{base}Client"))),
             base,
+            error_owner,
         }
     }
 
-    /// `{Service}{Method}Error`, e.g. `EchoEchoError`.
+    /// The method whose error enum `method` uses: the first method of the service declaring
+    /// the same set of exceptions (`method` itself when it is the first).
+    pub fn error_owner<'a>(&'a self, method: &'a Method) -> &'a str {
+        self.error_owner
+            .get(&method.proto_name)
+            .map_or(method.proto_name.as_str(), String::as_str)
+    }
+
+    /// The enum that actually defines `method`'s error type (see [`Self::error_owner`]).
+    pub fn error_enum_def(&self, method: &Method) -> Ident {
+        self.error_enum_named(self.error_owner(method))
+    }
+
+    /// `{Service}{Method}Error`, e.g. `EchoEchoError`: the enum, or the alias of the shared
+    /// enum, that the method's signatures name.
     pub fn error_enum(&self, method: &Method) -> Ident {
+        self.error_enum_named(&method.proto_name)
+    }
+
+    fn error_enum_named(&self, proto_name: &str) -> Ident {
         ident(&sanitize_identifier(&format!(
             "{}{}Error",
             self.base,
-            to_upper_camel_raw(&method.proto_name)
+            to_upper_camel_raw(proto_name)
         )))
+    }
+}
+
+/// `#[deprecated]` when the proto says so.
+pub(crate) fn deprecated_attr(deprecated: bool) -> TokenStream {
+    if deprecated {
+        quote!(#[deprecated])
+    } else {
+        quote!()
     }
 }
 

@@ -1,6 +1,8 @@
 //! The servant trait a user implements, and its blanket impl for `Arc<T>`.
 
-use super::{docs_with, method_ident, naming_allows, rust_type, Names};
+use super::{
+    deprecated_attr, docs_with, method_ident, naming_allows, rust_type, GenOptions, Names,
+};
 use orb_idl::{Method, Service};
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -23,7 +25,7 @@ pub(super) fn servant_result(method: &Method, names: &Names) -> TokenStream {
     quote!(::core::result::Result<#output, #error>)
 }
 
-fn method_docs(method: &Method) -> TokenStream {
+fn method_docs(method: &Method, default_stub: bool) -> TokenStream {
     let mut ours = vec![format!("Operation `{}`.", method.proto_name)];
     if method.oneway {
         ours[0].push_str(
@@ -39,10 +41,45 @@ fn method_docs(method: &Method) -> TokenStream {
             .collect();
         ours.push(format!("Raises {}.", list.join(", ")));
     }
+    if default_stub {
+        ours.push(
+            "Not implemented unless overridden: the default raises NO_IMPLEMENT (completed NO)."
+                .to_string(),
+        );
+    }
     docs_with(&method.docs, &ours)
 }
 
-pub(super) fn servant_trait(service: &Service, names: &Names) -> TokenStream {
+/// The default body under `generate_default_stubs`: NO_IMPLEMENT, completed NO (the operation
+/// did not run), in the method's error type.
+fn default_stub(service: &Service, method: &Method, names: &Names) -> TokenStream {
+    let detail = format!(
+        "operation `{}` of `{}` is not implemented",
+        method.proto_name,
+        service.full_name()
+    );
+    let system = quote! {
+        ::orb::codegen::SystemException::new(
+            ::orb::codegen::SystemExceptionKind::NO_IMPLEMENT,
+            0,
+            ::orb::codegen::CompletionStatus::No,
+        )
+        .with_detail(#detail)
+    };
+    let error = if method.raises.is_empty() {
+        quote!(::orb::codegen::Exception::System)
+    } else {
+        let e = names.error_enum(method);
+        quote!(#e::System)
+    };
+    quote! {
+        {
+            ::core::result::Result::Err(#error(#system))
+        }
+    }
+}
+
+pub(super) fn servant_trait(service: &Service, names: &Names, options: GenOptions) -> TokenStream {
     let trait_name = &names.trait_name;
     let skeleton = &names.skeleton;
     let docs = docs_with(
@@ -62,14 +99,27 @@ pub(super) fn servant_trait(service: &Service, names: &Names) -> TokenStream {
         let name = method_ident(m);
         let input = rust_type(&m.input.rust_path);
         let result = servant_result(m, names);
-        let docs = method_docs(m);
+        let docs = method_docs(m, options.default_stubs);
         let allows = naming_allows(&m.name);
-        quote! {
-            #docs
-            #allows
-            fn #name(&self, ctx: &::orb::codegen::Context, req: #input) -> #result;
+        let deprecated = deprecated_attr(m.deprecated);
+        if options.default_stubs {
+            let body = default_stub(service, m, names);
+            quote! {
+                #docs
+                #deprecated
+                #allows
+                fn #name(&self, _ctx: &::orb::codegen::Context, _req: #input) -> #result #body
+            }
+        } else {
+            quote! {
+                #docs
+                #deprecated
+                #allows
+                fn #name(&self, ctx: &::orb::codegen::Context, req: #input) -> #result;
+            }
         }
     });
+    let trait_deprecated = deprecated_attr(service.deprecated);
     let forwards = service.methods.iter().map(|m| {
         let name = method_ident(m);
         let input = rust_type(&m.input.rust_path);
@@ -82,6 +132,7 @@ pub(super) fn servant_trait(service: &Service, names: &Names) -> TokenStream {
     });
     quote! {
         #docs
+        #trait_deprecated
         pub trait #trait_name: ::core::marker::Send + ::core::marker::Sync + 'static {
             #(#methods)*
         }

@@ -3,7 +3,7 @@
 //! trait and encoding the result. Unknown operations are BAD_OPERATION; undecodable requests
 //! MARSHAL (from `decode_request`).
 
-use super::{doc_line, method_ident, Names};
+use super::{deprecated_attr, doc_line, method_ident, Names};
 use orb_idl::{Method, Service};
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -35,8 +35,10 @@ pub(super) fn skeleton(service: &Service, names: &Names) -> TokenStream {
         .methods
         .iter()
         .map(|m| dispatch_arm(m, names, &body, &ctx));
+    let deprecated = deprecated_attr(service.deprecated);
     quote! {
         #(#struct_doc)*
+        #deprecated
         #[derive(Clone, Debug)]
         pub struct #skeleton<T: #trait_name>(pub T);
 
@@ -93,7 +95,8 @@ fn dispatch_arm(
     let trait_name = &names.trait_name;
     let op = &method.proto_name;
     let name = method_ident(method);
-    let (decode, arg) = if method.input.is_empty_message() || method.input.rust_path == "()" {
+    // `()` only: under `compile_well_known_types` `Empty` is a generated struct, passed as is.
+    let (decode, arg) = if method.input.rust_path == "()" {
         (
             quote!(::orb::codegen::decode_request::<()>(#body)?;),
             quote!(()),
