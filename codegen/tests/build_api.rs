@@ -32,10 +32,14 @@ fn streaming_method_fails_the_build_naming_file_service_and_method() {
         .compile_protos(&["st/feed.proto"], &[src.path()])
         .expect_err("streaming must fail");
     let text = err.to_string();
+    // The temporary directory is outside the current one: the path is absolute.
     assert_eq!(
         text,
-        "streaming method `Feed.Watch` in `st/feed.proto` is not supported by orb (CORBA \
-         operations are request/reply); remove it or call `skip_streaming(true)`"
+        format!(
+            "streaming method `Feed.Watch` in `{}` is not supported by orb (CORBA \
+             operations are request/reply); remove it or call `skip_streaming(true)`",
+            src.path().join("st/feed.proto").display()
+        )
     );
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
     assert!(
@@ -131,5 +135,107 @@ fn parse_errors_are_reported_with_the_file() {
         .emit_rerun_if_changed(false)
         .compile_protos(&["bad.proto"], &[src.path()])
         .unwrap_err();
-    assert!(err.to_string().starts_with("bad.proto:2:"), "{err}");
+    let expected = format!("{}:2:", src.path().join("bad.proto").display());
+    assert!(err.to_string().starts_with(&expected), "{err}");
+}
+
+fn compile_err(protos: &[&Path], includes: &[&Path]) -> String {
+    let out = tempfile::tempdir().unwrap();
+    orb_codegen::configure()
+        .out_dir(out.path())
+        .emit_rerun_if_changed(false)
+        .compile_protos(protos, includes)
+        .expect_err("must fail")
+        .to_string()
+}
+
+#[test]
+fn a_missing_input_is_reported_as_missing_with_the_paths_tried() {
+    let src = tempfile::tempdir().unwrap();
+    let other = tempfile::tempdir().unwrap();
+    write(src.path(), "here.proto", "syntax = \"proto3\";");
+    // A path under the include path: the file itself was looked for.
+    let missing = src.path().join("nope.proto");
+    assert_eq!(
+        compile_err(&[&missing], &[src.path()]),
+        format!("file `{}` does not exist", missing.display())
+    );
+    // A name relative to the include paths: each was looked in.
+    assert_eq!(
+        compile_err(&[Path::new("sub/nope.proto")], &[src.path(), other.path()]),
+        format!(
+            "file `sub/nope.proto` does not exist in any include path (tried `{}`, `{}`)",
+            src.path().join("sub/nope.proto").display(),
+            other.path().join("sub/nope.proto").display()
+        )
+    );
+    // A file that exists outside the include paths is a different mistake.
+    let outside = src.path().join("here.proto");
+    assert_eq!(
+        compile_err(&[&outside], &[other.path()]),
+        format!(
+            "file `{}` is not under any include path (`{}`); name it relative to one, or add \
+             its directory to the include paths",
+            outside.display(),
+            other.path().display()
+        )
+    );
+}
+
+#[test]
+fn error_positions_name_the_file_relative_to_the_current_directory() {
+    // Tests run in the crate's directory, as build scripts do.
+    let cwd = std::env::current_dir().unwrap();
+    let tmp = tempfile::tempdir_in(&cwd).unwrap();
+    let rel = tmp.path().strip_prefix(&cwd).unwrap().to_path_buf();
+    write(
+        tmp.path(),
+        "proto/a.proto",
+        "syntax = \"proto3\";\npackage a;\nimport \"b.proto\";\nmessage M {\n  b.B x = 1;\n}\n",
+    );
+    write(
+        tmp.path(),
+        "proto/b.proto",
+        "syntax = \"proto3\";\npackage b;\nmessage B {\n  strin g = 1;\n}\n",
+    );
+    write(
+        tmp.path(),
+        "proto/c.proto",
+        "syntax = \"proto3\";\npackage c;\nmessage M {\n  int32 x = 1;\n  int32 y = ;\n}\n",
+    );
+    write(
+        tmp.path(),
+        "proto/s.proto",
+        "syntax = \"proto3\";\npackage s;\nmessage M {}\nservice S { rpc W(M) returns (stream M); }\n",
+    );
+    let include = rel.join("proto");
+    let shown = |name: &str| include.join(name).display().to_string();
+
+    // A relative include path, the file given by name: the path keeps the include path.
+    let err = compile_err(&[Path::new("c.proto")], &[&include]);
+    assert!(
+        err.starts_with(&format!("{}:5:13: ", shown("c.proto"))),
+        "{err}"
+    );
+    // An absolute include path under the current directory: shown relative to it.
+    let err = compile_err(
+        &[&tmp.path().join("proto/c.proto")],
+        &[&tmp.path().join("proto")],
+    );
+    assert!(
+        err.starts_with(&format!("{}:5:13: ", shown("c.proto"))),
+        "{err}"
+    );
+    // An error in an imported file names that file.
+    let err = compile_err(&[&include.join("a.proto")], &[&include]);
+    assert!(
+        err.starts_with(&format!("{}:4:", shown("b.proto"))),
+        "{err}"
+    );
+    // Model errors name the path too.
+    let err = compile_err(&[Path::new("s.proto")], &[&include]);
+    assert!(
+        err.starts_with(&format!("streaming method `S.W` in `{}`", shown("s.proto"))),
+        "{err}"
+    );
 }

@@ -3,13 +3,38 @@
 //! for them.
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 
 /// An error from [`crate::compile`] or [`crate::Model`] building.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    /// The .proto files do not parse or resolve (protox's report, which names the file).
-    Parse(Box<protox::Error>),
+    /// The .proto files do not parse or resolve: protox's report, prefixed with the file (and
+    /// line and column where protox knows them).
+    Parse {
+        /// protox's error.
+        error: Box<protox::Error>,
+        /// Where the file it names was read from, as the user can open it (relative to the
+        /// current directory when under it, else absolute); `None` for built-in files or
+        /// when not known, and the error then shows the name imports use.
+        path: Option<PathBuf>,
+    },
+    /// An input file that does not exist.
+    FileNotFound {
+        /// The input as given.
+        input: PathBuf,
+        /// The paths looked at: the input itself when it lies under an include path, else the
+        /// input joined to each include path.
+        tried: Vec<PathBuf>,
+    },
+    /// An input file that exists but lies under none of the include paths, so it has no name
+    /// for imports and no package path.
+    NotInIncludePath {
+        /// The input as given.
+        input: PathBuf,
+        /// The include paths.
+        includes: Vec<PathBuf>,
+    },
     /// A descriptor set could not be read.
     Descriptor(Box<prost_reflect::DescriptorError>),
     /// A client- or server-streaming method, without `skip_streaming`.
@@ -83,7 +108,23 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Parse(e) => write_parse_error(f, e),
+            Error::Parse { error, path } => write_parse_error(f, error, path.as_deref()),
+            Error::FileNotFound { input, tried } => match tried.as_slice() {
+                [one] => write!(f, "file `{}` does not exist", one.display()),
+                _ => write!(
+                    f,
+                    "file `{}` does not exist in any include path (tried {})",
+                    input.display(),
+                    list(tried)
+                ),
+            },
+            Error::NotInIncludePath { input, includes } => write!(
+                f,
+                "file `{}` is not under any include path ({}); name it relative to one, or add \
+                 its directory to the include paths",
+                input.display(),
+                list(includes)
+            ),
             Error::Descriptor(e) => write!(f, "invalid file descriptor set: {e}"),
             Error::Streaming {
                 file,
@@ -148,9 +189,23 @@ impl fmt::Display for Error {
     }
 }
 
+/// `` `a`, `b` `` for a list of paths.
+fn list(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| format!("`{}`", p.display()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// protox's message, prefixed with `file:line:column` where protox knows them (its `Display`
-/// alone does not name the file), and followed by its help text.
-fn write_parse_error(f: &mut fmt::Formatter<'_>, e: &protox::Error) -> fmt::Result {
+/// alone does not name the file), and followed by its help text. The file is `path` when known
+/// (a path the user can open), else the name protox has.
+fn write_parse_error(
+    f: &mut fmt::Formatter<'_>,
+    e: &protox::Error,
+    path: Option<&Path>,
+) -> fmt::Result {
     use miette::Diagnostic;
     let position = e
         .labels()
@@ -160,9 +215,16 @@ fn write_parse_error(f: &mut fmt::Formatter<'_>, e: &protox::Error) -> fmt::Resu
             let span = source.read_span(label.inner(), 0, 0).ok()?;
             Some((span.line() + 1, span.column() + 1))
         });
+    let shown = path.map(|p| p.display().to_string());
     match (e.file(), position) {
-        (Some(file), Some((line, column))) => write!(f, "{file}:{line}:{column}: {e}")?,
-        (Some(file), None) if !e.to_string().contains(file) => write!(f, "{file}: {e}")?,
+        (Some(file), Some((line, column))) => {
+            let file = shown.as_deref().unwrap_or(file);
+            write!(f, "{file}:{line}:{column}: {e}")?;
+        }
+        (Some(file), None) if shown.is_some() || !e.to_string().contains(file) => {
+            let file = shown.as_deref().unwrap_or(file);
+            write!(f, "{file}: {e}")?;
+        }
         _ => write!(f, "{e}")?,
     }
     if let Some(help) = e.help() {
@@ -171,10 +233,39 @@ fn write_parse_error(f: &mut fmt::Formatter<'_>, e: &protox::Error) -> fmt::Resu
     Ok(())
 }
 
+impl Error {
+    /// Replaces the .proto file names this error shows with what `path_of` returns for them
+    /// (a path on disk), where it returns one.
+    pub(crate) fn with_paths(mut self, path_of: impl Fn(&str) -> Option<PathBuf>) -> Self {
+        match &mut self {
+            Error::Parse { error, path } => {
+                if path.is_none() {
+                    *path = error.file().and_then(&path_of);
+                }
+            }
+            Error::Streaming { file, .. }
+            | Error::OnewayOutput { file, .. }
+            | Error::OnewayRaises { file, .. }
+            | Error::UnknownException { file, .. }
+            | Error::DuplicateException { file, .. }
+            | Error::NameClash { file, .. } => {
+                if let Some(p) = path_of(file) {
+                    *file = p.display().to_string();
+                }
+            }
+            Error::Descriptor(_)
+            | Error::ExternPath(_)
+            | Error::FileNotFound { .. }
+            | Error::NotInIncludePath { .. } => {}
+        }
+        self
+    }
+}
+
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Parse(e) => Some(&**e),
+            Error::Parse { error, .. } => Some(&**error),
             Error::Descriptor(e) => Some(&**e),
             _ => None,
         }
@@ -183,7 +274,10 @@ impl std::error::Error for Error {
 
 impl From<protox::Error> for Error {
     fn from(e: protox::Error) -> Self {
-        Error::Parse(Box::new(e))
+        Error::Parse {
+            error: Box::new(e),
+            path: None,
+        }
     }
 }
 

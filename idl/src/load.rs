@@ -7,7 +7,7 @@ use prost_reflect::DescriptorPool;
 use protox::file::{
     ChainFileResolver, File, FileResolver, GoogleFileResolver, IncludeFileResolver,
 };
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 /// The name users import: `import "orb/options.proto";`.
 pub const OPTIONS_PROTO_NAME: &str = "orb/options.proto";
@@ -77,13 +77,18 @@ pub fn compile(
     includes: &[impl AsRef<Path>],
     options: &Options,
 ) -> Result<Compiled, Error> {
-    let mut compiler = protox::Compiler::with_file_resolver(file_resolver(includes));
+    let includes: Vec<&Path> = includes.iter().map(AsRef::as_ref).collect();
+    let path_of = |name: &str| source_path(name, &includes);
+    let mut compiler = protox::Compiler::with_file_resolver(file_resolver(&includes));
     compiler.include_imports(true).include_source_info(true);
     for proto in protos {
-        compiler.open_file(proto.as_ref())?;
+        let proto = proto.as_ref();
+        if let Err(e) = compiler.open_file(proto) {
+            return Err(input_error(e, proto, &includes).with_paths(path_of));
+        }
     }
     let pool = compiler.descriptor_pool();
-    let model = Model::from_pool(&pool, options)?;
+    let model = Model::from_pool(&pool, options).map_err(|e| e.with_paths(path_of))?;
     let files = compiler
         .files()
         .map(|f| SourceFile {
@@ -99,4 +104,87 @@ pub fn compile(
         pool,
         files,
     })
+}
+
+/// The error for an input protox could not open. protox says "not in any include path" both
+/// for a file that does not exist and for one outside the include paths: tell them apart.
+fn input_error(e: protox::Error, input: &Path, includes: &[&Path]) -> Error {
+    // protox's FileNotIncluded: a not-found error that names no file.
+    if !(e.is_file_not_found() && e.file().is_none()) {
+        return e.into();
+    }
+    if includes.iter().any(|include| is_under(input, include)) {
+        // protox took it as a path: it names the file itself.
+        return Error::FileNotFound {
+            input: input.to_path_buf(),
+            tried: vec![clickable(input)],
+        };
+    }
+    if input.is_file() {
+        return Error::NotInIncludePath {
+            input: input.to_path_buf(),
+            includes: includes.iter().map(|p| p.to_path_buf()).collect(),
+        };
+    }
+    // protox took it as a name relative to the include paths.
+    let tried = if input.is_relative() {
+        includes.iter().map(|i| clickable(&i.join(input))).collect()
+    } else {
+        vec![input.to_path_buf()]
+    };
+    Error::FileNotFound {
+        input: input.to_path_buf(),
+        tried,
+    }
+}
+
+/// Whether `path` lies under `dir`, ignoring `.` components (as protox compares them).
+fn is_under(path: &Path, dir: &Path) -> bool {
+    let strip = |p: &Path| -> PathBuf {
+        p.components()
+            .filter(|c| !matches!(c, Component::CurDir))
+            .collect()
+    };
+    strip(path).starts_with(strip(dir))
+}
+
+/// Where file `name` (as imports name it) is read from under `includes`: the first include
+/// path that has it, as protox's resolver chain finds it, shown by [`clickable`]. `None` for
+/// `orb/options.proto` and for files only protox has (the well-known types).
+fn source_path(name: &str, includes: &[&Path]) -> Option<PathBuf> {
+    if name == OPTIONS_PROTO_NAME {
+        return None;
+    }
+    includes
+        .iter()
+        .map(|include| include.join(name))
+        .find(|p| p.is_file())
+        .map(|p| clickable(&p))
+}
+
+/// `path` as a user can open it from where the build runs (a build script's current directory
+/// is its crate's root, `CARGO_MANIFEST_DIR`): relative paths as they are (without a leading
+/// `./`); absolute ones relative to the current directory when under it, else absolute.
+fn clickable(path: &Path) -> PathBuf {
+    if path.is_relative() {
+        let trimmed: PathBuf = path
+            .components()
+            .skip_while(|c| matches!(c, Component::CurDir))
+            .collect();
+        return if trimmed.as_os_str().is_empty() {
+            path.to_path_buf()
+        } else {
+            trimmed
+        };
+    }
+    std::env::current_dir()
+        .ok()
+        .and_then(|cwd| path.strip_prefix(cwd).ok().map(Path::to_path_buf))
+        .filter(|rel| !rel.as_os_str().is_empty())
+        .unwrap_or_else(|| path.to_path_buf())
+}
+
+#[cfg(test)]
+pub(crate) fn clickable_for_tests(path: &Path) -> PathBuf {
+    clickable(path)
 }

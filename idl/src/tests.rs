@@ -206,7 +206,7 @@ fn oneway_must_return_empty() {
            service Svc { rpc Fire(M) returns (M) { option (orb.oneway) = true; } }"#,
     )]);
     assert!(e.contains("`Svc.Fire`"), "{e}");
-    assert!(e.contains("`ow.proto`"), "{e}");
+    assert!(e.contains("/ow.proto`"), "{e}");
     assert!(e.contains("google.protobuf.Empty"), "{e}");
 }
 
@@ -220,7 +220,7 @@ fn oneway_must_not_raise() {
            service Svc { rpc Fire(M) returns (google.protobuf.Empty) {
              option (orb.oneway) = true; option (orb.raises) = "M"; } }"#,
     )]);
-    assert!(e.contains("`Svc.Fire`") && e.contains("`ow.proto`"), "{e}");
+    assert!(e.contains("`Svc.Fire`") && e.contains("/ow.proto`"), "{e}");
     assert!(e.contains("raises"), "{e}");
 }
 
@@ -234,7 +234,7 @@ fn raises_must_name_a_message() {
         );
         let e = err(&[("ow.proto", &text)]);
         assert!(e.contains(&format!("`{name}`")), "{e}");
-        assert!(e.contains("`Svc.Get`") && e.contains("`ow.proto`"), "{e}");
+        assert!(e.contains("`Svc.Get`") && e.contains("/ow.proto`"), "{e}");
         assert!(e.contains("does not name a message type"), "{e}");
     }
 }
@@ -258,10 +258,17 @@ const STREAMING: &str = r#"syntax = "proto3"; package st;
 #[test]
 fn streaming_is_an_error_naming_file_service_and_method() {
     let e = err(&[("st/feed.proto", STREAMING)]);
+    let (head, tail) = e
+        .split_once("/st/feed.proto`")
+        .expect("names the file's path");
+    assert!(
+        head.starts_with("streaming method `Feed.Watch` in `/"),
+        "{e}"
+    );
     assert_eq!(
-        e,
-        "streaming method `Feed.Watch` in `st/feed.proto` is not supported by orb (CORBA \
-         operations are request/reply); remove it or call `skip_streaming(true)`"
+        tail,
+        " is not supported by orb (CORBA operations are request/reply); remove it or call \
+         `skip_streaming(true)`"
     );
 }
 
@@ -311,13 +318,14 @@ fn methods_mapping_to_one_rust_name_clash() {
 #[test]
 fn parse_errors_name_the_file() {
     let e = err(&[("bad.proto", "syntax = \"proto3\";\nmessage {")]);
-    assert!(e.starts_with("bad.proto:2:9: "), "{e}");
+    // The include dir is a temporary directory, outside the current one: an absolute path.
+    assert!(e.starts_with('/') && e.contains("/bad.proto:2:9: "), "{e}");
     let e = err(&[(
         "imp.proto",
         "syntax = \"proto3\"; import \"missing/dep.proto\";",
     )]);
     assert!(e.contains("missing/dep.proto"), "{e}");
-    assert!(e.starts_with("imp.proto:1:"), "{e}");
+    assert!(e.starts_with('/') && e.contains("/imp.proto:1:20: "), "{e}");
 }
 
 #[test]
@@ -373,4 +381,26 @@ fn well_known_types_resolve_locally_when_compiled() {
     let now = &local.services[0].methods[0];
     assert_eq!(now.input.rust_path, "super::google::protobuf::Empty");
     assert_eq!(now.output.rust_path, "super::google::protobuf::Timestamp");
+}
+
+#[test]
+fn clickable_paths() {
+    use crate::load::clickable_for_tests as clickable;
+    assert_eq!(
+        clickable(Path::new("./proto/a.proto")),
+        Path::new("proto/a.proto")
+    );
+    assert_eq!(
+        clickable(Path::new("proto/a.proto")),
+        Path::new("proto/a.proto")
+    );
+    let cwd = std::env::current_dir().unwrap();
+    assert_eq!(
+        clickable(&cwd.join("proto/a.proto")),
+        Path::new("proto/a.proto")
+    );
+    assert_eq!(
+        clickable(Path::new("/elsewhere/a.proto")),
+        Path::new("/elsewhere/a.proto")
+    );
 }
