@@ -62,7 +62,43 @@
 //!   user variant as a USER_EXCEPTION with repository id `IDL:demo/Oops:1.0`; the client
 //!   decodes it back by that id.
 //!
+//!   Methods of one service that raise the same set of exceptions share one enum: the first
+//!   method's `{Service}{Method}Error` is the enum, and each later one's name is a type alias
+//!   of it (`pub type EchoOtherError = EchoEchoError;`), so one `match` or one helper serves
+//!   them all. The wire does not change: the same repository ids and bodies.
+//!
+//! `option deprecated = true;` on a service marks its trait, skeleton and client
+//! `#[deprecated]`; on a method, the trait method and both client methods. Generated impls
+//! allow `deprecated`, so only the user's own uses warn. (prost marks deprecated fields and
+//! enum values; it leaves messages unmarked.)
+//!
 //! Object references travel in messages as `orb.ObjectRef`, mapped to `orb::ObjectRef`.
+//!
+//! # Options
+//!
+//! [`Builder`] has tonic-build's and prost-build's names: [`Builder::build_server`],
+//! [`Builder::build_client`], [`Builder::generate_default_stubs`] (servant methods default to
+//! raising NO_IMPLEMENT), and prost-build's settings passed to `prost_build::Config` as they
+//! are ([`Builder::type_attribute`], [`Builder::message_attribute`],
+//! [`Builder::enum_attribute`], [`Builder::field_attribute`], [`Builder::btree_map`],
+//! [`Builder::boxed`], [`Builder::bytes`], [`Builder::extern_path`],
+//! [`Builder::compile_well_known_types`], [`Builder::include_file`]). The `Builder` doc says
+//! why there is no `emit_package`.
+//!
+//! ```no_run
+//! fn main() -> std::io::Result<()> {
+//!     orb_codegen::configure()
+//!         .build_client(false)
+//!         .generate_default_stubs(true)
+//!         .type_attribute(".demo.Msg", "#[derive(Eq, Hash)]")
+//!         .btree_map(["."])
+//!         .compile_protos(&["proto/echo.proto"], &["proto"])
+//! }
+//! ```
+//!
+//! Errors name .proto files by a path the user can open from the crate (relative to the
+//! current directory, which is the crate root in a build script, else absolute):
+//! `proto/echo.proto:6:3: ...`.
 //!
 //! Streaming methods are an error (CORBA operations are request/reply) unless
 //! [`Builder::skip_streaming`] is set.
