@@ -208,6 +208,11 @@ fn error_positions_name_the_file_relative_to_the_current_directory() {
         "proto/s.proto",
         "syntax = \"proto3\";\npackage s;\nmessage M {}\nservice S { rpc W(M) returns (stream M); }\n",
     );
+    write(
+        tmp.path(),
+        "proto/b2.proto",
+        "syntax = \"proto3\";\npackage b2;\nmessage B {}\n",
+    );
     let include = rel.join("proto");
     let shown = |name: &str| include.join(name).display().to_string();
 
@@ -232,6 +237,19 @@ fn error_positions_name_the_file_relative_to_the_current_directory() {
         err.starts_with(&format!("{}:4:", shown("b.proto"))),
         "{err}"
     );
+    // An absolute input under a relative include path (or the reverse) is found.
+    for (input, include) in [
+        (tmp.path().join("proto/b2.proto"), include.clone()),
+        (include.join("b2.proto"), tmp.path().join("proto")),
+    ] {
+        let out = tempfile::tempdir().unwrap();
+        orb_codegen::configure()
+            .out_dir(out.path())
+            .emit_rerun_if_changed(false)
+            .compile_protos(&[&input], &[&include])
+            .unwrap_or_else(|e| panic!("{} under {}: {e}", input.display(), include.display()));
+        assert!(out.path().join("b2.rs").is_file());
+    }
     // Model errors name the path too.
     let err = compile_err(&[Path::new("s.proto")], &[&include]);
     assert!(

@@ -82,7 +82,7 @@ pub fn compile(
     let mut compiler = protox::Compiler::with_file_resolver(file_resolver(&includes));
     compiler.include_imports(true).include_source_info(true);
     for proto in protos {
-        let proto = proto.as_ref();
+        let proto = &align_input(proto.as_ref(), &includes);
         if let Err(e) = compiler.open_file(proto) {
             return Err(input_error(e, proto, &includes).with_paths(path_of));
         }
@@ -136,6 +136,32 @@ fn input_error(e: protox::Error, input: &Path, includes: &[&Path]) -> Error {
         input: input.to_path_buf(),
         tried,
     }
+}
+
+/// `input` spelled from the include path it lies under, when only one of the two is absolute
+/// (`/crate/proto/a.proto` with include `proto`, or the reverse): protox compares them as
+/// written and would not find the file, though it is there.
+fn align_input(input: &Path, includes: &[&Path]) -> PathBuf {
+    if includes.iter().any(|include| is_under(input, include)) {
+        return input.to_path_buf();
+    }
+    let Ok(cwd) = std::env::current_dir() else {
+        return input.to_path_buf();
+    };
+    let absolute = |p: &Path| -> PathBuf {
+        cwd.join(p)
+            .components()
+            .filter(|c| !matches!(c, Component::CurDir))
+            .collect()
+    };
+    let abs_input = absolute(input);
+    includes
+        .iter()
+        .find_map(|include| {
+            let rest = abs_input.strip_prefix(absolute(include)).ok()?;
+            Some(include.join(rest))
+        })
+        .unwrap_or_else(|| input.to_path_buf())
 }
 
 /// Whether `path` lies under `dir`, ignoring `.` components (as protox compares them).
