@@ -190,7 +190,8 @@ fn source_path(name: &str, includes: &[&Path]) -> Option<PathBuf> {
 
 /// `path` as a user can open it from where the build runs (a build script's current directory
 /// is its crate's root, `CARGO_MANIFEST_DIR`): relative paths as they are (without a leading
-/// `./`); absolute ones relative to the current directory when under it, else absolute.
+/// `./`); absolute ones relative to the current directory, or else to `CARGO_MANIFEST_DIR`,
+/// when under it, else absolute.
 fn clickable(path: &Path) -> PathBuf {
     if path.is_relative() {
         let trimmed: PathBuf = path
@@ -203,11 +204,16 @@ fn clickable(path: &Path) -> PathBuf {
             trimmed
         };
     }
-    std::env::current_dir()
-        .ok()
-        .and_then(|cwd| path.strip_prefix(cwd).ok().map(Path::to_path_buf))
-        .filter(|rel| !rel.as_os_str().is_empty())
-        .unwrap_or_else(|| path.to_path_buf())
+    let bases = [
+        std::env::current_dir().ok(),
+        std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from),
+    ];
+    bases
+        .iter()
+        .flatten()
+        .filter_map(|base| path.strip_prefix(base).ok())
+        .find(|rel| !rel.as_os_str().is_empty())
+        .map_or_else(|| path.to_path_buf(), Path::to_path_buf)
 }
 
 #[cfg(test)]
