@@ -198,6 +198,8 @@ pub mod minor {
     pub const STACK_LOW: u32 = VENDOR | 14;
     /// TRANSIENT: the server is shutting down and did not process the request.
     pub const SHUTTING_DOWN: u32 = VENDOR | 15;
+    /// NO_RESPONSE: the servant dropped its [`ReplyHandle`](crate::ReplyHandle) unanswered.
+    pub const REPLY_HANDLE_DROPPED: u32 = VENDOR | 16;
 }
 
 /// A CORBA system exception: kind, minor code, completion status, and (locally only) a

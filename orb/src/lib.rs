@@ -170,7 +170,7 @@ pub use exception::{
     minor, CompletionStatus, Exception, SystemException, SystemExceptionKind, UserException,
 };
 pub use ior::{IiopProfile, IorError, ObjectRef, TaggedComponent, TaggedProfile};
-pub use servant::{Context, Servant, OBJECT_REPOSITORY_ID};
+pub use servant::{Context, ReplyHandle, Servant, TypedReplyHandle, OBJECT_REPOSITORY_ID};
 pub use stats::OrbStats;
 pub use version::Version;
 

@@ -1,13 +1,19 @@
 //! The contract between generated skeletons and the ORB: the [`Servant`] trait and the
-//! per-upcall [`Context`].
+//! per-upcall [`Context`], and deferred replies ([`Context::defer`], [`ReplyHandle`]).
 
-use crate::exception::Exception;
+mod deferred;
+
+pub(crate) use deferred::{Deferral, Discard, ReplySink};
+pub use deferred::{ReplyHandle, TypedReplyHandle};
+
+use crate::exception::{Exception, SystemException};
+use crate::sync::std_lock as lock;
 use bytes::Bytes;
 use bytestring::ByteString;
 use std::any::Any;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 /// An object implementation the ORB can dispatch requests to.
@@ -27,6 +33,11 @@ pub trait Servant: Send + Sync + 'static {
     /// Runs operation `operation` with the protobuf-encoded request `body` and returns the
     /// protobuf-encoded result. Undecodable `body` → MARSHAL; unknown `operation` →
     /// BAD_OPERATION. Oneway operations return an empty result (the ORB sends no reply).
+    ///
+    /// A servant that called [`Context::defer`] answers through its [`ReplyHandle`]: what
+    /// `dispatch` returns then is ignored (by convention `Ok(Default::default())`), and so is
+    /// a panic after the deferral (logged; the handle, dropped in the unwinding or not,
+    /// still answers).
     fn dispatch(&self, operation: &str, body: Bytes, ctx: &Context) -> Result<Bytes, Exception>;
 }
 
@@ -53,6 +64,8 @@ struct ContextInner {
     peer: Option<SocketAddr>,
     deadline: Option<Instant>,
     cancelled: AtomicBool,
+    /// Whether the request may still be deferred, or was (see [`Context::defer`]).
+    defer: Mutex<DeferState>,
     /// The ORB serving the request (dangling for [`Context::for_test`]). A spare context
     /// keeps it from its last upcall, so that a thread serving one ORB never touches the
     /// reference counts: `for_upcall` only compares pointers.
@@ -95,6 +108,7 @@ impl Context {
             peer,
             deadline,
             cancelled: AtomicBool::new(false),
+            defer: Mutex::new(DeferState::Open),
             orb,
         };
         Context {
@@ -120,6 +134,7 @@ impl Context {
                 i.peer = peer;
                 i.deadline = deadline;
                 *i.cancelled.get_mut() = false;
+                *i.defer.get_mut().unwrap_or_else(|e| e.into_inner()) = DeferState::Open;
                 if !Weak::ptr_eq(&i.orb, orb) {
                     i.orb = orb.clone();
                 }
@@ -192,11 +207,82 @@ impl Context {
         &self.inner.orb
     }
 
+    /// Takes the right to answer this request later, from any thread: the ORB will not reply
+    /// when `dispatch` returns, the returned [`ReplyHandle`] does (see its docs for where the
+    /// answer goes, and when it is dropped instead). Whatever `dispatch` returns after this
+    /// is ignored.
+    ///
+    /// BAD_INV_ORDER if the request was deferred already, or if `dispatch` has returned (a
+    /// clone of the context kept past the upcall cannot defer it). For a oneway request the
+    /// handle's answer goes nowhere (there is no reply to send).
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use orb::{Context, Exception, Servant};
+    ///
+    /// struct Later;
+    ///
+    /// impl Servant for Later {
+    ///     fn repository_id(&self) -> &'static str {
+    ///         "IDL:demo/Later:1.0"
+    ///     }
+    ///     fn dispatch(&self, _op: &str, body: Bytes, ctx: &Context) -> Result<Bytes, Exception> {
+    ///         let handle = ctx.defer()?;
+    ///         std::thread::spawn(move || handle.reply(body));
+    ///         Ok(Bytes::new()) // ignored: the handle answers
+    ///     }
+    /// }
+    /// ```
+    pub fn defer(&self) -> Result<ReplyHandle, SystemException> {
+        let mut state = lock(&self.inner.defer);
+        match *state {
+            DeferState::Open => {
+                let d = Arc::new(Deferral::new());
+                *state = DeferState::Deferred(d.clone());
+                drop(state);
+                Ok(ReplyHandle::new(self.clone(), d))
+            }
+            DeferState::Deferred(_) => Err(defer_error("the request was deferred already")),
+            DeferState::Closed => Err(defer_error(
+                "the request's dispatch has returned; it can no longer be deferred",
+            )),
+        }
+    }
+
+    /// `dispatch` returned: closes the request to [`defer`](Self::defer), and returns its
+    /// deferral if the servant deferred it (the ORB then installs the reply's sink).
+    pub(crate) fn close_deferral(&self) -> Option<Arc<Deferral>> {
+        match std::mem::replace(&mut *lock(&self.inner.defer), DeferState::Closed) {
+            DeferState::Deferred(d) => Some(d),
+            _ => None,
+        }
+    }
+
     /// Marks the request cancelled: the ORB's, on a CancelRequest or a close, never a
     /// servant's (a servant that could cancel its own request would only hide its reply).
     pub(crate) fn cancel(&self) {
         self.inner.cancelled.store(true, Ordering::Release);
     }
+}
+
+/// Whether a request may be deferred ([`Context::defer`]).
+#[derive(Debug)]
+enum DeferState {
+    /// Its dispatch has not returned: it may be.
+    Open,
+    /// It was; the ORB installs the reply's sink when dispatch returns.
+    Deferred(Arc<Deferral>),
+    /// Its dispatch returned without deferring (or the ORB took the deferral).
+    Closed,
+}
+
+fn defer_error(detail: &'static str) -> SystemException {
+    SystemException::new(
+        crate::exception::SystemExceptionKind::BAD_INV_ORDER,
+        0,
+        crate::exception::CompletionStatus::No,
+    )
+    .with_detail(detail)
 }
 
 #[cfg(test)]

@@ -27,6 +27,8 @@ pub(crate) struct Stats {
     pub(crate) accept_errors: AtomicU64,
     pub(crate) connections_refused: AtomicU64,
     pub(crate) connections_timed_out: AtomicU64,
+    pub(crate) deferred_replies_dropped: AtomicU64,
+    pub(crate) collocated_calls: AtomicU64,
 }
 
 /// A snapshot of an ORB's counters.
@@ -82,6 +84,12 @@ pub struct OrbStats {
     /// BiDir listen points held now, announced by peers over the connections they opened
     /// (accepted with `bidir_accept`; at most 16 per connection, forgotten with it).
     pub bidir_listen_points: usize,
+    /// Deferred replies ([`ReplyHandle`](crate::ReplyHandle)) dropped instead of sent: the
+    /// caller had cancelled, its deadline had passed, or the connection had closed.
+    pub deferred_replies_dropped: u64,
+    /// Calls this ORB made to its own objects without a socket (collocation, see
+    /// [`OrbBuilder::collocation`](crate::OrbBuilder::collocation)).
+    pub collocated_calls: u64,
 }
 
 impl Stats {
@@ -109,6 +117,8 @@ impl Stats {
             connections_refused: r(&self.connections_refused),
             connections_timed_out: r(&self.connections_timed_out),
             bidir_listen_points: 0,
+            deferred_replies_dropped: r(&self.deferred_replies_dropped),
+            collocated_calls: r(&self.collocated_calls),
         }
     }
 

@@ -29,7 +29,8 @@ pub(crate) struct Upcall {
 /// The ORB's upcalls: those parked for a pool thread, and how many run.
 ///
 /// Invariants: `running` counts the upcalls between [`started`](Self::started) and
-/// [`finished`](Self::finished), each called once per upcall; a parked upcall is taken by one
+/// [`finished`](Self::finished), each called once per upcall (a deferred upcall runs until
+/// its reply handle answers, so shutdown's grace period waits for deferred replies too); a parked upcall is taken by one
 /// thread or dropped at shutdown, never both; once shutdown started, the last upcall to finish
 /// wakes [`wait_idle`](Self::wait_idle), and nothing else does (no wake-up per call).
 #[derive(Debug, Default)]
@@ -109,14 +110,15 @@ thread_local! {
     /// serves no upcall, the request's while it serves one that carried a chain.
     static CHAIN: Cell<u64> = const { Cell::new(0) };
     /// Connections of the upcalls on this thread's stack, innermost last.
-    static UPCALL_CONNS: std::cell::RefCell<Vec<Arc<Connection>>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// (`None` for a collocated call's upcall, which came over no connection.)
+    static UPCALL_CONNS: std::cell::RefCell<Vec<Option<Arc<Connection>>>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// The id of the connection whose request this thread is serving, if another ORB opened it
 /// (0 otherwise): references in the request's parameters are marked with it (BiDir GIOP).
 pub(crate) fn upcall_connection_id() -> u64 {
     UPCALL_CONNS.with(|c| match c.borrow().last() {
-        Some(conn) if conn.origin == Origin::Inbound => conn.id,
+        Some(Some(conn)) if conn.origin == Origin::Inbound => conn.id,
         _ => 0,
     })
 }
@@ -149,9 +151,10 @@ pub(crate) fn inherited_deadline() -> Option<Instant> {
     DEADLINE.with(Cell::get)
 }
 
-/// The connection of the innermost upcall this thread is serving, if any.
+/// The connection of the innermost upcall this thread is serving that came over one, if
+/// any (collocated upcalls above it are skipped: they hold no dispatch slot).
 pub(crate) fn current_upcall_connection() -> Option<Arc<Connection>> {
-    UPCALL_CONNS.with(|c| c.borrow().last().cloned())
+    UPCALL_CONNS.with(|c| c.borrow().iter().rev().find_map(Clone::clone))
 }
 
 /// While alive, the current thread serves an upcall: one level deeper, its deadline
@@ -164,10 +167,10 @@ pub(crate) struct Serving {
 }
 
 impl Serving {
-    /// Enters an upcall from `conn` with `deadline` and `chain`; returns the guard and the
-    /// depth before it (0: not nested).
+    /// Enters an upcall from `conn` (`None`: a collocated call) with `deadline` and
+    /// `chain`; returns the guard and the depth before it (0: not nested).
     pub(crate) fn enter(
-        conn: &Arc<Connection>,
+        conn: Option<&Arc<Connection>>,
         deadline: Option<Instant>,
         chain: Option<u64>,
     ) -> Serving {
@@ -180,7 +183,7 @@ impl Serving {
         // Nested calls made from here carry the request's chain, so that its callbacks
         // may run on the thread that waits for them.
         let outer_chain = chain.map(|id| CHAIN.with(|c| c.replace(id)));
-        UPCALL_CONNS.with(|c| c.borrow_mut().push(conn.clone()));
+        UPCALL_CONNS.with(|c| c.borrow_mut().push(conn.cloned()));
         Serving {
             depth,
             outer_deadline,

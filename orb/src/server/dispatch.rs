@@ -12,13 +12,14 @@ use crate::giop::{
 };
 use crate::orb::OrbInner;
 use crate::outbuf;
-use crate::servant::Context;
+use crate::servant::{Context, Discard, ReplySink};
 use crate::transport::{frame_parts, SPLIT_BODY_AT};
 use crate::upcall::{Serving, Upcall};
 use bytes::Bytes;
+use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 /// What a reply carries.
@@ -27,6 +28,41 @@ pub(crate) enum ReplyBody {
     Bool(bool),
     User(UserException),
     System(SystemException),
+}
+
+impl ReplyBody {
+    /// The reply for what a servant's `dispatch` returned.
+    pub(crate) fn from_result(r: Result<Bytes, Exception>) -> Self {
+        match r {
+            Ok(b) => ReplyBody::Octets(b),
+            Err(Exception::User(u)) => ReplyBody::User(u),
+            Err(Exception::System(s)) => ReplyBody::System(s),
+        }
+    }
+}
+
+/// Where a deferred reply to a request from the network goes: its connection. Holds the
+/// ORB and the connection weakly: a handle kept by user code keeps neither alive (nor the
+/// connection's socket open).
+struct ConnectionSink {
+    orb: Weak<dyn Any + Send + Sync>,
+    conn: Weak<Connection>,
+    version: Version,
+    request_id: u32,
+}
+
+impl ReplySink for ConnectionSink {
+    fn send(self: Box<Self>, answer: Result<Bytes, Exception>, ctx: &Context) {
+        let Some(orb) = self
+            .orb
+            .upgrade()
+            .and_then(|o| o.downcast::<OrbInner>().ok())
+        else {
+            tracing::debug!("deferred reply dropped: the ORB is gone");
+            return;
+        };
+        orb.finish_deferred(&self.conn, self.version, self.request_id, answer, ctx);
+    }
 }
 
 impl OrbInner {
@@ -53,9 +89,55 @@ impl OrbInner {
             peer = %conn.peer,
         );
         let _enter = span.enter();
-        let serving = Serving::enter(&conn, deadline, chain);
-        let depth = serving.depth();
-        let body = catch_unwind(AssertUnwindSafe(|| {
+        let serving = Serving::enter(Some(&conn), deadline, chain);
+        let body = self.run_servant(request.body, &ctx, serving.depth());
+        // Closed to `defer` from here on: a clone of the context kept by the servant cannot
+        // defer a request whose dispatch has returned.
+        let deferral = ctx.close_deferral();
+        drop(serving);
+        // The reply would wake the caller, whose next request would then wake the standby
+        // before this thread is back to lead: stop watching for the short rest of the way.
+        self.lf.user_code_done(self);
+        if let Some(d) = deferral {
+            if twoway {
+                // The reply handle answers. Until it does, the reply stays owed, the request
+                // holds its dispatch slot and counts as a running upcall (so shutdown's
+                // grace period waits for it): `finish_deferred` ends all three.
+                tracing::debug!("reply deferred");
+                let sink = ConnectionSink {
+                    orb: self.me_any.clone(),
+                    conn: Arc::downgrade(&conn),
+                    version,
+                    request_id,
+                };
+                d.install(Box::new(sink), &ctx);
+                return;
+            }
+            // A oneway has no reply to send: the handle's answer goes nowhere.
+            d.install(Box::new(Discard), &ctx);
+        } else if twoway {
+            if ctx.is_cancelled() {
+                tracing::debug!("reply dropped: request was cancelled");
+            } else {
+                self.send_reply(&conn, version, request_id, body);
+            }
+            // Owed until sent: a shutdown that found it gone would send CloseConnection
+            // ahead of the reply, and the caller would run the request again.
+            conn.owed.finish(request_id);
+        }
+        drop(_enter);
+        ctx.recycle();
+        self.dispatch_finished(&conn);
+        // Only `shutdown` waits for this (and re-checks every 50 ms): no wake-up per call.
+        self.upcalls
+            .finished(|| self.shutting_down.load(Ordering::Acquire));
+    }
+
+    /// Runs the servant for one request on this thread (`depth` upcalls below it on the
+    /// stack): the cancellation and stack checks, the dispatch, a panic turned into UNKNOWN.
+    /// Shared by upcalls from the network and collocated calls.
+    pub(crate) fn run_servant(&self, body: Body, ctx: &Context, depth: usize) -> ReplyBody {
+        catch_unwind(AssertUnwindSafe(|| {
             if ctx.is_cancelled() {
                 // Cancelled while it waited for a thread: the caller has given up.
                 tracing::debug!("request cancelled before it started; not dispatched");
@@ -69,7 +151,7 @@ impl OrbInner {
                     return ReplyBody::System(crate::orb::Orb::stack_error(left));
                 }
             }
-            self.dispatch(request.body, key, &ctx)
+            self.dispatch(body, ctx.object_key(), ctx)
         }))
         .unwrap_or_else(|panic| {
             let what = panic
@@ -86,25 +168,47 @@ impl OrbInner {
                 )
                 .with_detail(format!("servant panicked: {what}")),
             )
-        });
-        drop(serving);
-        // The reply would wake the caller, whose next request would then wake the standby
-        // before this thread is back to lead: stop watching for the short rest of the way.
-        self.lf.user_code_done(self);
-        if twoway {
-            if ctx.is_cancelled() {
-                tracing::debug!("reply dropped: request was cancelled");
-            } else {
-                self.send_reply(&conn, version, request_id, body);
+        })
+    }
+
+    /// A deferred reply's answer, on the thread that answered (or on the upcall's, if the
+    /// handle answered before `dispatch` returned): sends it on the request's connection, or
+    /// drops and counts it if the caller is gone (cancelled, past its deadline, connection
+    /// closed); then ends what the upcall left open (the owed reply, the dispatch slot, the
+    /// running upcall).
+    fn finish_deferred(
+        &self,
+        conn: &Weak<Connection>,
+        version: Version,
+        request_id: u32,
+        answer: Result<Bytes, Exception>,
+        ctx: &Context,
+    ) {
+        let span = tracing::debug_span!("deferred_reply", request_id, operation = ctx.operation(),);
+        let _enter = span.enter();
+        match conn.upgrade() {
+            Some(conn) => {
+                let late = ctx.is_cancelled()
+                    || conn.is_closed()
+                    || ctx.deadline().is_some_and(|d| Instant::now() >= d);
+                if late {
+                    self.stats
+                        .deferred_replies_dropped
+                        .fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!("deferred reply dropped: the caller is gone");
+                } else {
+                    self.send_reply(&conn, version, request_id, ReplyBody::from_result(answer));
+                }
+                conn.owed.finish(request_id);
+                self.dispatch_finished(&conn);
             }
-            // Owed until sent: a shutdown that found it gone would send CloseConnection
-            // ahead of the reply, and the caller would run the request again.
-            conn.owed.finish(request_id);
+            None => {
+                self.stats
+                    .deferred_replies_dropped
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::debug!("deferred reply dropped: the connection is gone");
+            }
         }
-        drop(_enter);
-        ctx.recycle();
-        self.dispatch_finished(&conn);
-        // Only `shutdown` waits for this (and re-checks every 50 ms): no wake-up per call.
         self.upcalls
             .finished(|| self.shutting_down.load(Ordering::Acquire));
     }
@@ -135,11 +239,7 @@ impl OrbInner {
             ),
             _ => match body.into_octets() {
                 Err(e) => marshal(e),
-                Ok(params) => match servant.dispatch(op, params, ctx) {
-                    Ok(b) => ReplyBody::Octets(b),
-                    Err(Exception::User(u)) => ReplyBody::User(u),
-                    Err(Exception::System(s)) => ReplyBody::System(s),
-                },
+                Ok(params) => ReplyBody::from_result(servant.dispatch(op, params, ctx)),
             },
         }
     }
