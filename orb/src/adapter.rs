@@ -36,6 +36,10 @@ impl Adapter {
         self.servants.remove(key).is_some()
     }
 
+    pub(crate) fn contains(&self, key: &[u8]) -> bool {
+        self.servants.contains_key(key)
+    }
+
     pub(crate) fn get(&self, key: &[u8]) -> Option<Arc<dyn Servant>> {
         self.servants.get(key).map(|s| s.value().clone())
     }

@@ -26,6 +26,7 @@ pub(crate) struct Config {
     pub(crate) standby_tick: Option<Duration>,
     pub(crate) max_connections: usize,
     pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) collocation: bool,
 }
 
 impl Default for Config {
@@ -49,6 +50,7 @@ impl Default for Config {
             standby_tick: Some(Duration::from_millis(10)),
             max_connections: 1024,
             idle_timeout: Some(Duration::from_secs(60)),
+            collocation: true,
         }
     }
 }

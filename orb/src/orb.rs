@@ -254,6 +254,19 @@ impl OrbBuilder {
         self
     }
 
+    /// Whether calls to objects active in this same ORB skip the socket (default on, as in
+    /// TAO): a reference whose endpoint is one of this ORB's listen points and whose key is
+    /// active here is dispatched on the calling thread, without marshalling a GIOP frame or
+    /// waking another thread. Exceptions, deadlines (TIMEOUT), panics (UNKNOWN), oneways
+    /// (run inline) and deferred replies behave as over a connection; the servant's
+    /// [`Context::peer`](crate::Context::peer) is `None`. Off: such calls go over loopback
+    /// like any other, which tests and benchmarks of the network path want.
+    #[must_use]
+    pub fn collocation(mut self, enabled: bool) -> Self {
+        self.config.collocation = enabled;
+        self
+    }
+
     /// Builds the ORB: binds the listeners and starts the pool threads.
     pub fn build(self) -> Result<Orb, SystemException> {
         let init = |d: String| {

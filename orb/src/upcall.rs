@@ -5,7 +5,8 @@
 //! [`Serving`] only); neither imports the other for it.
 
 use crate::connection::{Connection, Origin};
-use crate::giop::{Request, Version};
+use crate::exception::SystemException;
+use crate::giop::{Body, Reply, Request, Version};
 use crate::servant::Context;
 use crate::sync::{std_lock as lock, Queue};
 use std::cell::Cell;
@@ -24,6 +25,23 @@ pub(crate) struct Upcall {
     pub(crate) ctx: Context,
     /// The call chain the request carried (see [`CallChain`](crate::giop::CallChain)), if any.
     pub(crate) chain: Option<u64>,
+}
+
+/// A call from this ORB to one of its own objects, run without a socket (collocation):
+/// `server/` implements it (the upcall half), `client/` calls it (the invocation half), and
+/// neither imports the other for it.
+pub(crate) trait Collocated {
+    /// Runs `operation` of the object under `key` on the calling thread, with `body` as its
+    /// CDR-encoded parameters, and returns its reply as if it had come over a connection
+    /// (`None` for a oneway).
+    fn call_collocated(
+        &self,
+        key: bytes::Bytes,
+        operation: &str,
+        twoway: bool,
+        body: Body,
+        deadline: Instant,
+    ) -> Result<Option<Reply>, SystemException>;
 }
 
 /// The ORB's upcalls: those parked for a pool thread, and how many run.

@@ -294,6 +294,9 @@ impl OrbInner {
             SystemException::new(SystemExceptionKind::INV_OBJREF, 0, CompletionStatus::No)
                 .with_detail("the reference is nil or has no IIOP profile")
         })?;
+        if self.is_collocated(profile) {
+            return self.call_local(profile, operation, twoway, params.write, deadline);
+        }
         let version = profile.version.min(Version::V1_2);
         let bidir = target
             .arrived_over()

@@ -5,7 +5,10 @@
 //!   (leading the event loop meanwhile), deadlines, cancellation, LOCATION_FORWARD, and the
 //!   reply turned into a result or an exception. The leader that reads the reply hands it over
 //!   through the connection's `Mux` (`connection/mux.rs`).
+//! - [`collocated`]: the early branch of a call to an object of this same ORB, handed to the
+//!   server side without a socket (collocation).
 //! - [`proxy`]: [`ObjectProxy`](proxy::ObjectProxy), the handle generated stubs call through.
 
+mod collocated;
 pub(crate) mod invoke;
 pub(crate) mod proxy;

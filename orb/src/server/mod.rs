@@ -7,6 +7,10 @@
 //! - [`dispatch`]: running the request: the upcall into the servant (stack check, panic
 //!   catching, cancellation, deadline) and the reply it sends back.
 //!
+//! - [`collocated`]: the upcall half of a call from this ORB to one of its own objects, run
+//!   on the calling thread without a socket (the client hands it over through
+//!   [`Collocated`](crate::upcall::Collocated)).
+//!
 //! Beside them, [`housekeeping`]: what the leader does apart from messages (accepting, the idle
 //! sweep, the accept retry).
 //!
@@ -14,6 +18,7 @@
 //! they change each have an owner type of their own below (`connection/`, `lf/`,
 //! `upcall.rs`, `adapter.rs`). The client side is `client/`.
 
+mod collocated;
 pub(crate) mod dispatch;
 mod housekeeping;
 pub(crate) mod leader;

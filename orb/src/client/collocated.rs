@@ -1,0 +1,57 @@
+//! The invocation half of a collocated call: a reference whose endpoint is one of this
+//! ORB's listen points and whose object key is active here is called without a socket,
+//! through [`Collocated`] (implemented by `server/`, which runs the servant on the calling
+//! thread; its module docs give the semantics). Turned off with
+//! [`OrbBuilder::collocation`](crate::OrbBuilder::collocation).
+
+use crate::cdr::{ByteOrder, CdrWriter};
+use crate::exception::SystemException;
+use crate::giop::{Body, Reply};
+use crate::ior::IiopProfile;
+use crate::orb::OrbInner;
+use crate::upcall::Collocated;
+use bytes::BytesMut;
+use std::net::IpAddr;
+use std::time::Instant;
+
+impl OrbInner {
+    /// Whether a call to `profile` stays in this ORB: collocation is on, the endpoint is one
+    /// of our listen points (the host as we write it in references, or the listen address's
+    /// IP), and the object is active here. (An inactive key goes over the socket, whose
+    /// answer, OBJECT_NOT_EXIST, is the same.)
+    pub(super) fn is_collocated(&self, profile: &IiopProfile) -> bool {
+        self.config.collocation
+            && self.listen_addrs.iter().any(|a| {
+                a.port() == profile.port
+                    && (profile.host == self.host
+                        || profile.host.parse::<IpAddr>().is_ok_and(|ip| ip == a.ip()))
+            })
+            && self.adapter.contains(&profile.object_key)
+    }
+
+    /// Calls `operation` on the collocated object of `profile`: the parameters written as
+    /// they would be into a request's body, the reply read as one from a connection.
+    pub(super) fn call_local(
+        &self,
+        profile: &IiopProfile,
+        operation: &str,
+        twoway: bool,
+        params: &dyn Fn(&mut CdrWriter<'_>),
+        deadline: Instant,
+    ) -> Result<Option<Reply>, SystemException> {
+        let mut buf = BytesMut::new();
+        params(&mut CdrWriter::new(&mut buf, ByteOrder::NATIVE));
+        let body = Body {
+            bytes: buf.freeze(),
+            offset: 0,
+            order: ByteOrder::NATIVE,
+        };
+        self.call_collocated(
+            profile.object_key.clone(),
+            operation,
+            twoway,
+            body,
+            deadline,
+        )
+    }
+}

@@ -1,0 +1,209 @@
+//! The upcall half of a collocated call: a call from this ORB to one of its own objects,
+//! which `client/` hands over through [`Collocated`] instead of writing it to a socket.
+//!
+//! Semantics, the same as over a connection where they can be:
+//! - The servant runs on the **calling thread**, twoway and oneway alike (a oneway returns
+//!   once the servant has run; what it returns or raises is dropped, as over the network).
+//! - User and system exceptions come back as they would in a reply; a panicking servant
+//!   becomes UNKNOWN (minor `SERVANT_PANIC`), completed MAYBE.
+//! - The servant's [`Context`] has the call's deadline (a oneway's has none, as on the wire),
+//!   request id 0 and no peer: [`Context::peer`] is `None`.
+//! - The deadline cannot interrupt a servant running on the caller's own stack: a call whose
+//!   deadline has passed before dispatch is not run (TIMEOUT, completed NO); one whose servant
+//!   returns after it gets TIMEOUT, completed MAYBE, and the result is dropped.
+//! - A deferred reply ([`Context::defer`]) is waited for as a remote reply is: as a bound
+//!   Leader/Followers participant (leading the event loop meanwhile), until the deadline.
+//!   On a timeout the request is marked cancelled (the handle sees
+//!   [`is_cancelled`](crate::ReplyHandle::is_cancelled)) and a later answer is dropped and
+//!   counted.
+//! - Collocated calls are counted in `OrbStats::collocated_calls`, not in the request and
+//!   upcall counters; shutdown's grace period does not wait for them (they run on
+//!   application threads, as the caller of a remote call waits on one).
+
+use crate::cdr::{ByteOrder, CdrWriter};
+use crate::exception::{minor, CompletionStatus, Exception, SystemException, SystemExceptionKind};
+use crate::giop::{encode_system_exception, Body, Reply, ReplyHeader, ReplyStatus};
+use crate::lf::{Exit, Participant};
+use crate::orb::OrbInner;
+use crate::servant::{Context, Discard, ReplySink};
+use crate::server::dispatch::ReplyBody;
+use crate::upcall::{Collocated, Serving};
+use bytes::{Bytes, BytesMut};
+use bytestring::ByteString;
+use std::any::Any;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+impl Collocated for OrbInner {
+    fn call_collocated(
+        &self,
+        key: Bytes,
+        operation: &str,
+        twoway: bool,
+        body: Body,
+        deadline: Instant,
+    ) -> Result<Option<Reply>, SystemException> {
+        self.stats.collocated_calls.fetch_add(1, Ordering::Relaxed);
+        let span = tracing::debug_span!(
+            "collocated",
+            operation,
+            object_key = %String::from_utf8_lossy(&key),
+        );
+        let _enter = span.enter();
+        if twoway && Instant::now() >= deadline {
+            return Err(SystemException::new(
+                SystemExceptionKind::TIMEOUT,
+                minor::DEADLINE,
+                CompletionStatus::No,
+            )
+            .with_detail("the deadline passed before the collocated call ran"));
+        }
+        if crate::upcall::current_depth() >= self.config.max_nesting_depth {
+            return Err(crate::orb::Orb::nesting_error());
+        }
+        let ctx_deadline = twoway.then_some(deadline);
+        let ctx = Context::for_upcall(
+            ByteString::from(operation),
+            key,
+            0,
+            None,
+            ctx_deadline,
+            &self.me_any,
+        );
+        let serving = Serving::enter(None, ctx_deadline, None);
+        let reply = self.run_servant(body, &ctx, serving.depth());
+        let deferral = ctx.close_deferral();
+        drop(serving);
+        if let Some(d) = deferral {
+            if !twoway {
+                d.install(Box::new(Discard), &ctx);
+                return Ok(None);
+            }
+            return self.wait_deferred(d, ctx, deadline);
+        }
+        if !twoway {
+            ctx.recycle();
+            return Ok(None);
+        }
+        if Instant::now() >= deadline {
+            tracing::debug!("collocated call ran past its deadline; result dropped");
+            return Err(SystemException::timeout(format!(
+                "collocated call `{operation}` ran past its deadline"
+            )));
+        }
+        ctx.recycle();
+        Ok(Some(local_reply(reply)))
+    }
+}
+
+impl OrbInner {
+    /// Waits for the answer of a collocated request the servant deferred, as a bound
+    /// Leader/Followers participant, until `deadline`.
+    fn wait_deferred(
+        &self,
+        d: Arc<crate::servant::Deferral>,
+        ctx: Context,
+        deadline: Instant,
+    ) -> Result<Option<Reply>, SystemException> {
+        let p = Participant::bound();
+        let claimed = Arc::new(AtomicBool::new(false));
+        let sink = CallerSink {
+            orb: self.me_any.clone(),
+            caller: p.clone(),
+            claimed: claimed.clone(),
+        };
+        d.install(Box::new(sink), &ctx);
+        let exit = {
+            let _suspended = self.suspend_dispatch();
+            self.lf.run(&p, Some(deadline), self)
+        };
+        if exit != Exit::Completed && !claimed.swap(true, Ordering::AcqRel) {
+            // Nobody will complete it now; a later answer is dropped (and counted).
+            ctx.cancel();
+            return Err(match exit {
+                Exit::Shutdown => SystemException::shutdown(),
+                _ => SystemException::timeout(format!(
+                    "no deferred reply to collocated `{}` within the deadline",
+                    ctx.operation()
+                )),
+            });
+        }
+        // The sink claimed it and fills the slot right after (no lock or wait between).
+        while !p.is_complete() {
+            std::thread::yield_now();
+        }
+        let completion = p.take();
+        Participant::recycle(p);
+        match completion {
+            Some(Ok(Some(reply))) => Ok(Some(reply)),
+            Some(Err(e)) => Err(e),
+            _ => Err(SystemException::internal("collocated reply slot empty")),
+        }
+    }
+}
+
+/// Where the deferred reply of a collocated call goes: to its caller, waiting in
+/// [`wait_deferred`](OrbInner::wait_deferred). `claimed` decides between the answer and the
+/// caller giving up: whoever sets it first owns the outcome.
+struct CallerSink {
+    orb: Weak<dyn Any + Send + Sync>,
+    caller: Arc<Participant>,
+    claimed: Arc<AtomicBool>,
+}
+
+impl ReplySink for CallerSink {
+    fn send(self: Box<Self>, answer: Result<Bytes, Exception>, _ctx: &Context) {
+        let Some(orb) = self
+            .orb
+            .upgrade()
+            .and_then(|o| o.downcast::<OrbInner>().ok())
+        else {
+            return;
+        };
+        if self.claimed.swap(true, Ordering::AcqRel) {
+            orb.stats
+                .deferred_replies_dropped
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::debug!("deferred collocated reply dropped: the caller gave up");
+            return;
+        }
+        let reply = local_reply(ReplyBody::from_result(answer));
+        orb.lf.complete(&self.caller, Ok(Some(reply)), None, &*orb);
+    }
+}
+
+/// A reply as the caller's side reads it from a connection, built without a frame: the
+/// status and the CDR body, aligned from its own start (a multiple of 8 from a GIOP header).
+fn local_reply(body: ReplyBody) -> Reply {
+    let status = match &body {
+        ReplyBody::Octets(_) | ReplyBody::Bool(_) => ReplyStatus::NoException,
+        ReplyBody::User(_) => ReplyStatus::UserException,
+        ReplyBody::System(_) => ReplyStatus::SystemException,
+    };
+    let mut buf = BytesMut::new();
+    {
+        let mut w = CdrWriter::new(&mut buf, ByteOrder::NATIVE);
+        match &body {
+            ReplyBody::Octets(b) => w.write_octets(b),
+            ReplyBody::Bool(v) => w.write_bool(*v),
+            ReplyBody::User(u) => {
+                w.write_string(&u.repository_id);
+                w.write_octets(&u.payload);
+            }
+            ReplyBody::System(e) => encode_system_exception(e, &mut w),
+        }
+    }
+    Reply {
+        header: ReplyHeader {
+            request_id: 0,
+            status,
+            service_context: Default::default(),
+        },
+        body: Body {
+            bytes: buf.freeze(),
+            offset: 0,
+            order: ByteOrder::NATIVE,
+        },
+    }
+}
