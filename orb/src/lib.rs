@@ -110,6 +110,14 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # Deferred replies and collocation
+//!
+//! A servant may answer later, from any thread: [`Context::defer`] hands it a
+//! [`ReplyHandle`] (typed for generated code with [`ReplyHandle::typed`]), and what
+//! `dispatch` returns is then ignored. A call to an object active in the calling ORB itself
+//! skips the socket and runs the servant on the calling thread, with the semantics of a
+//! remote call ([`OrbBuilder::collocation`], on by default).
+//!
 //! # Stable API and the wire layer
 //!
 //! The stable API is what this page lists without features: the ORB, references, servants,

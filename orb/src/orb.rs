@@ -550,7 +550,10 @@ impl Orb {
     /// 1. Stops accepting connections and starts no new upcall: a request that arrives from
     ///    now on is answered TRANSIENT (minor `SHUTTING_DOWN`) completed NO.
     /// 2. Lets the running upcalls finish, for up to the grace period
-    ///    ([`OrbBuilder::shutdown_grace`]); it returns as soon as they have.
+    ///    ([`OrbBuilder::shutdown_grace`]); it returns as soon as they have. A deferred
+    ///    request ([`Context::defer`]) counts as running until its
+    ///    [`ReplyHandle`](crate::ReplyHandle) answers: a handle that user code holds past the
+    ///    grace period delays shutdown by no more than it, and its answer is then dropped.
     /// 3. Closes every connection. One that owes no reply gets CloseConnection first (its peer
     ///    may resend what was not answered); one whose upcalls still run (or whose replies
     ///    are not sent yet) is closed without it, so that their callers see COMM_FAILURE

@@ -179,12 +179,14 @@ impl Context {
         &self.inner.object_key
     }
 
-    /// The request id on its connection.
+    /// The request id on its connection (0 for a collocated call, which has none).
     pub fn request_id(&self) -> u32 {
         self.inner.request_id
     }
 
-    /// The peer's address, if the request came over the network.
+    /// The peer's address, if the request came over the network: `None` for a collocated
+    /// call (one this ORB made to its own object without a socket, see
+    /// [`OrbBuilder::collocation`](crate::OrbBuilder::collocation)) and for a test context.
     pub fn peer(&self) -> Option<SocketAddr> {
         self.inner.peer
     }
@@ -195,8 +197,9 @@ impl Context {
         self.inner.deadline
     }
 
-    /// Whether the caller cancelled the request (CancelRequest, e.g. after its timeout). A long
-    /// operation should check this and stop early; its reply will be dropped anyway.
+    /// Whether the caller cancelled the request (CancelRequest, e.g. after its timeout), or
+    /// its connection closed. A long operation should check this and stop early; its reply
+    /// will be dropped anyway. A deferred request's [`ReplyHandle`] sees the same flag.
     pub fn is_cancelled(&self) -> bool {
         self.inner.cancelled.load(Ordering::Acquire)
     }

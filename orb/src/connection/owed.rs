@@ -13,9 +13,12 @@ use std::sync::Mutex;
 /// Invariants, kept by its methods alone:
 /// - An entry lives until the reply has been handed to the connection ([`finish`](Self::finish)
 ///   is called after the send), so a shutdown that finds the table empty may send
-///   CloseConnection without overtaking a reply: nothing is owed.
+///   CloseConnection without overtaking a reply: nothing is owed. A deferred reply
+///   ([`ReplyHandle`](crate::ReplyHandle)) is owed until the handle answers, or its answer is
+///   dropped.
 /// - Only two-way requests are entered (a oneway owes nothing).
-/// - Its size is bounded by the dispatch limit (requests are entered when dispatched), and
+/// - Its size is bounded by the dispatch limit (requests are entered when dispatched, and a
+///   deferred one keeps its dispatch slot until answered), and
 ///   the ids are the peer's, so the map's hash seed is random.
 #[derive(Debug, Default)]
 pub(crate) struct Owed {
