@@ -345,3 +345,40 @@ fn nested_callbacks_answered_from_other_threads_with_one_orb_thread_per_side() {
     a.shutdown();
     b.shutdown();
 }
+
+/// A hand-written servant whose handle answers inside `dispatch` itself, before the ORB knows
+/// where the reply goes (the other order of the deferral's two halves), and whose returned
+/// value, a conflicting error, is ignored.
+struct AnswersAtOnce;
+
+impl orb::Servant for AnswersAtOnce {
+    fn repository_id(&self) -> &'static str {
+        "IDL:orbtest/AnswersAtOnce:1.0"
+    }
+
+    fn dispatch(
+        &self,
+        _op: &str,
+        body: bytes::Bytes,
+        ctx: &Context,
+    ) -> Result<bytes::Bytes, Exception> {
+        ctx.defer()?.reply(body);
+        Err(orb::SystemException::internal("ignored: the request was deferred").into())
+    }
+}
+
+#[test]
+fn an_answer_given_before_dispatch_returns_is_sent_and_the_return_value_ignored() {
+    let server = orb::Orb::builder().threads(1).build().unwrap();
+    let r = server.activate(&b"at-once"[..], AnswersAtOnce);
+    let client_orb = orb::Orb::builder().threads(0).build().unwrap();
+    let proxy = orb::ObjectProxy::new(&client_orb, r);
+    for i in 0..20u8 {
+        let out = proxy
+            .invoke("op", bytes::Bytes::from(vec![i; 3]), Some(HANG_GUARD))
+            .unwrap();
+        assert_eq!(&out[..], &[i; 3]);
+    }
+    client_orb.shutdown();
+    server.shutdown();
+}
