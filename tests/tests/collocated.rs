@@ -219,3 +219,31 @@ fn a_collocated_deferred_reply_reaches_the_caller() {
     assert_eq!(orb.stats().requests_sent, 0);
     orb.shutdown();
 }
+
+#[test]
+fn collocated_nested_calls_run_on_the_calling_thread() {
+    let orb = orb::Orb::builder().threads(1).build().unwrap();
+    let a = orb_tests::activate_node(&orb, "a");
+    let b = orb_tests::activate_node(&orb, "b");
+    let reply = orb_tests::orbtest::NodeClient::new(&orb, a)
+        .ping_with_timeout(
+            orb_tests::orbtest::PingRequest {
+                depth: 20,
+                peer: Some(b),
+                sleep_micros: 0,
+            },
+            HANG_GUARD,
+        )
+        .unwrap();
+    assert_eq!(reply.depth_reached, 20);
+    let here = format!("{:?}", std::thread::current().id());
+    assert!(
+        reply.trail.iter().all(|t| t.ends_with(&here)),
+        "{:?}",
+        reply.trail
+    );
+    let stats = orb.stats();
+    assert_eq!(stats.collocated_calls, 21, "{stats:?}");
+    assert_eq!(stats.requests_sent, 0, "{stats:?}");
+    orb.shutdown();
+}
