@@ -166,6 +166,11 @@ fn collocated_exceptions_are_those_of_a_remote_call() {
     };
     assert_eq!(e.kind, SystemExceptionKind::UNKNOWN, "{e}");
     assert_eq!(e.minor, minor::SERVANT_PANIC);
+    assert_eq!(
+        e.detail(),
+        Some("servant panicked (see the server's log)"),
+        "the panic's text stays in the log, as over a connection"
+    );
     // An object not active here: OBJECT_NOT_EXIST (over the socket, as the key is unknown).
     let gone = orb.reference("IDL:orbtest/Echo:1.0", "nobody".into());
     let err = EchoClient::new(&orb, gone)

@@ -174,7 +174,8 @@ impl ReplySink for CallerSink {
 }
 
 /// A reply as the caller's side reads it from a connection, built without a frame: the
-/// status and the CDR body, aligned from its own start (a multiple of 8 from a GIOP header).
+/// status, a system exception's detail text (ERROR_TEXT, as `reply_parts` writes it) and the
+/// CDR body, aligned from its own start (a multiple of 8 from a GIOP header).
 fn local_reply(body: ReplyBody) -> Reply {
     let status = match &body {
         ReplyBody::Octets(_) | ReplyBody::Bool(_) => ReplyStatus::NoException,
@@ -198,7 +199,8 @@ fn local_reply(body: ReplyBody) -> Reply {
         header: ReplyHeader {
             request_id: 0,
             status,
-            service_context: Default::default(),
+            // The detail text travels as over a connection (a panic's stays in the log).
+            service_context: crate::server::dispatch::error_text(&body),
         },
         body: Body {
             bytes: buf.freeze(),

@@ -327,7 +327,7 @@ impl OrbInner {
 /// The service contexts of a reply: a system exception's detail text travels in an
 /// ERROR_TEXT context ([`ErrorText`]). A panic's message stays in the server's log: it may
 /// say things about the server the caller has no business reading.
-fn error_text(body: &ReplyBody) -> ServiceContextList {
+pub(super) fn error_text(body: &ReplyBody) -> ServiceContextList {
     let mut list = ServiceContextList::default();
     if let ReplyBody::System(e) = body {
         let text = match e.detail() {
