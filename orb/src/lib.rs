@@ -173,6 +173,7 @@ mod upcall;
 mod version;
 
 pub use crate::orb::{Orb, OrbBuilder};
+pub use client::ami::ReplyFuture;
 pub use client::proxy::ObjectProxy;
 pub use exception::{
     minor, CompletionStatus, Exception, SystemException, SystemExceptionKind, UserException,

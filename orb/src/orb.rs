@@ -322,6 +322,7 @@ impl OrbBuilder {
             threads: Mutex::new(Vec::new()),
             id: NEXT_ORB_ID.fetch_add(1, Ordering::Relaxed),
             housekeeping: crate::timers::Housekeeping::new(idle_timeout),
+            call_deadlines: crate::timers::Deadlines::new(),
         });
         let mut handles = Vec::new();
         for i in 0..inner.config.threads {
@@ -373,7 +374,14 @@ pub(crate) struct OrbInner {
     pub(crate) id: u64,
     /// The leader's timers (idle sweep, accept retry) and the inbound connection count.
     pub(crate) housekeeping: crate::timers::Housekeeping,
+    /// Deadlines of asynchronous calls in flight: the connection and request id (and the
+    /// request's GIOP version, for its CancelRequest) of each, which the leader fails with
+    /// TIMEOUT when due (`OrbInner::expire_calls`).
+    pub(crate) call_deadlines: crate::timers::Deadlines<CallDeadline>,
 }
+
+/// What an asynchronous call's deadline entry holds (see [`OrbInner::call_deadlines`]).
+pub(crate) type CallDeadline = (Arc<Connection>, u32, crate::giop::Version);
 
 /// The next [`OrbInner::id`].
 static NEXT_ORB_ID: AtomicU64 = AtomicU64::new(1);

@@ -128,3 +128,116 @@ impl Housekeeping {
         ms
     }
 }
+
+/// Where a [`Deadlines`] entry is, to remove it before it is due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct DeadlineKey(Instant, u64);
+
+/// Deadlines of asynchronous calls, each with what its expiry needs (`T`): the leader's
+/// poll timeout covers the nearest, and the leader takes those that are due
+/// ([`take_due`](Self::take_due)) to fail them with TIMEOUT. Blocking calls need none: their
+/// own thread times out.
+///
+/// Invariants, kept by its methods alone:
+/// - An entry leaves the table once: removed by its owner (the call finished first) or taken
+///   by the leader as due, whichever comes first.
+/// - `nearest` is never later than the earliest entry (it may be earlier, after a removal:
+///   the leader then wakes for nothing and reads the next one); 0 when the table is empty.
+///   It is written under the table's lock and read without it, so the leader's poll reads no
+///   lock while no asynchronous call is pending.
+#[derive(Debug)]
+pub(crate) struct Deadlines<T> {
+    epoch: Instant,
+    nearest: std::sync::atomic::AtomicU64,
+    seq: std::sync::atomic::AtomicU64,
+    table: std::sync::Mutex<std::collections::BTreeMap<DeadlineKey, T>>,
+}
+
+impl<T> Deadlines<T> {
+    pub(crate) fn new() -> Self {
+        Deadlines {
+            epoch: Instant::now(),
+            nearest: Default::default(),
+            seq: Default::default(),
+            table: Default::default(),
+        }
+    }
+
+    fn at(&self, t: Instant) -> u64 {
+        (t.saturating_duration_since(self.epoch).as_nanos() as u64).max(1)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<DeadlineKey, T>> {
+        crate::sync::std_lock(&self.table)
+    }
+
+    /// Adds `value` due at `at`. The flag says whether it is now the nearest deadline: the
+    /// leader's poll, which may be waiting with a later timeout, must then be woken.
+    pub(crate) fn insert(&self, at: Instant, value: T) -> (DeadlineKey, bool) {
+        let key = DeadlineKey(at, self.seq.fetch_add(1, Ordering::Relaxed));
+        let mut t = self.lock();
+        t.insert(key, value);
+        let ns = self.at(at);
+        let old = self.nearest.load(Ordering::Relaxed);
+        let nearest = old == 0 || ns < old;
+        if nearest {
+            self.nearest.store(ns, Ordering::Release);
+        }
+        (key, nearest)
+    }
+
+    /// Removes the entry under `key` (its call finished); `None` if the leader took it.
+    pub(crate) fn remove(&self, key: DeadlineKey) -> Option<T> {
+        let mut t = self.lock();
+        let v = t.remove(&key);
+        if t.is_empty() {
+            self.nearest.store(0, Ordering::Release);
+        }
+        v
+    }
+
+    /// The nearest deadline, if any (no lock).
+    pub(crate) fn next_due(&self) -> Option<Instant> {
+        match self.nearest.load(Ordering::Acquire) {
+            0 => None,
+            ns => Some(self.epoch + Duration::from_nanos(ns)),
+        }
+    }
+
+    /// Takes every entry due at `now` out of the table.
+    pub(crate) fn take_due(&self, now: Instant) -> Vec<T> {
+        let mut t = self.lock();
+        let later = t.split_off(&DeadlineKey(now, u64::MAX));
+        let due = std::mem::replace(&mut *t, later);
+        let ns = t.keys().next().map_or(0, |k| self.at(k.0));
+        self.nearest.store(ns, Ordering::Release);
+        due.into_values().collect()
+    }
+}
+
+#[cfg(all(test, not(orb_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadlines_come_due_in_order_and_removed_ones_never() {
+        let d = Deadlines::new();
+        let t0 = Instant::now();
+        assert_eq!(d.next_due(), None);
+        let (_, first) = d.insert(t0 + Duration::from_secs(10), "late");
+        assert!(first);
+        let (k, nearer) = d.insert(t0 + Duration::from_secs(1), "gone");
+        assert!(nearer);
+        let (_, nearer) = d.insert(t0 + Duration::from_secs(2), "early");
+        assert!(!nearer, "not before the nearest");
+        assert_eq!(d.remove(k), Some("gone"));
+        assert_eq!(d.remove(k), None);
+        assert!(d.next_due().unwrap() <= t0 + Duration::from_secs(2));
+        assert!(d.take_due(t0).is_empty());
+        assert_eq!(d.take_due(t0 + Duration::from_secs(5)), vec!["early"]);
+        let next = d.next_due().unwrap();
+        assert!(next > t0 + Duration::from_secs(9) && next <= t0 + Duration::from_secs(10));
+        assert_eq!(d.take_due(t0 + Duration::from_secs(10)), vec!["late"]);
+        assert_eq!(d.next_due(), None);
+    }
+}

@@ -8,7 +8,7 @@
 use crate::connection::{CloseCause, ConnectState, Connection, Flush, Origin, WriteInterest};
 use crate::exception::{minor, CompletionStatus, SystemException, SystemExceptionKind};
 use crate::giop::Version;
-use crate::lf::Participant;
+use crate::lf::{Participant, Waiter};
 use crate::orb::OrbInner;
 use crate::outbuf;
 use crate::reactor::{Entry, Reactor};
@@ -288,6 +288,35 @@ impl OrbInner {
         }
     }
 
+    /// Tells the peer we no longer wait for the reply to `request_id` (GIOP CancelRequest,
+    /// best effort, never waiting): a blocking call that timed out, an asynchronous one
+    /// whose deadline passed or whose future was dropped. Its reply, if it still comes, is
+    /// late: dropped and counted.
+    pub(crate) fn send_cancel(&self, conn: &Arc<Connection>, version: Version, request_id: u32) {
+        let mut c = BytesMut::with_capacity(16);
+        crate::giop::write_cancel_request(&mut c, version, request_id);
+        let _ = self.send_frame(conn, c.freeze());
+    }
+
+    /// Fails the asynchronous calls whose deadline is due at `now` with TIMEOUT and cancels
+    /// them at the peer (the leader, from its timers; [`send_now`](Self::send_now) only, so
+    /// it never waits). A call whose reply, close or drop came first is left alone: the
+    /// connection's `Mux` hands each waiter out once.
+    pub(crate) fn expire_calls(&self, now: Instant) {
+        for (conn, request_id, version) in self.call_deadlines.take_due(now) {
+            let Some(w) = conn.mux.expire(request_id) else {
+                continue;
+            };
+            self.send_cancel(&conn, version, request_id);
+            tracing::debug!(request_id, peer = %conn.peer, "asynchronous call timed out; CancelRequest sent");
+            let exc = SystemException::timeout(format!(
+                "no reply to request {request_id} from {} within the deadline",
+                conn.peer
+            ));
+            self.lf.complete_waiter(&w, Err(exc), None, self);
+        }
+    }
+
     /// Best-effort CloseConnection before an orderly close, in the connection's version,
     /// where GIOP lets us send it (a client of a 1.0 or 1.1 connection only closes; see
     /// [`Connection::may_send_close_connection`]).
@@ -377,11 +406,11 @@ impl OrbInner {
             }
         };
         let mut waiters = conn.mux.close();
-        waiters.extend(conn.take_drain_waiters());
-        waiters.extend(conn.take_connect_waiters());
+        waiters.extend(conn.take_drain_waiters().into_iter().map(Waiter::Thread));
+        waiters.extend(conn.take_connect_waiters().into_iter().map(Waiter::Thread));
         tracing::debug!(peer = %conn.peer, ?cause, waiters = waiters.len(), "connection closed");
         for w in waiters {
-            self.lf.complete(&w, Err(exc.clone()), None, self);
+            self.lf.complete_waiter(&w, Err(exc.clone()), None, self);
         }
     }
 }

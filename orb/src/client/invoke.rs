@@ -10,16 +10,16 @@ use crate::exception::{
 };
 use crate::giop::request::{write_request_head, RequestHead};
 use crate::giop::{
-    unsupported_status, write_cancel_request, BiDirListenPoints, CallChain, Deadline, Reply,
-    ReplyStatus, ServiceContext, TargetAddress, Version,
+    unsupported_status, BiDirListenPoints, CallChain, Deadline, Reply, ReplyStatus, ServiceContext,
+    TargetAddress, Version,
 };
 use crate::ior::ObjectRef;
-use crate::lf::{Exit, Participant};
+use crate::lf::{Exit, Participant, Waiter};
 use crate::orb::{Orb, OrbInner};
 use crate::outbuf;
 use crate::sync::std_lock as lock;
 use crate::upcall::{current_chain, inherited_deadline};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -27,17 +27,28 @@ use std::time::{Duration, Instant};
 
 /// What a call sends as its parameters.
 #[derive(Clone, Copy)]
-struct Params<'a> {
+pub(crate) struct Params<'a> {
     /// Writes the parameters into the request frame (for a split body: the count only).
-    write: &'a dyn Fn(&mut CdrWriter<'_>),
+    pub(crate) write: &'a dyn Fn(&mut CdrWriter<'_>),
     /// One octet sequence; from `SPLIT_BODY_AT` bytes on it is sent from its own buffer.
-    split: Option<&'a Bytes>,
+    pub(crate) split: Option<&'a Bytes>,
     /// About how many bytes `write` writes, to size the frame buffer (without `split`).
-    hint: usize,
+    pub(crate) hint: usize,
 }
 
 /// How many LOCATION_FORWARD hops (and CloseConnection retries) one call follows.
-const MAX_HOPS: usize = 8;
+pub(crate) const MAX_HOPS: usize = 8;
+
+/// A request on the wire, whose reply (if two-way) its registered waiter awaits.
+#[derive(Debug)]
+pub(crate) struct Sent {
+    pub(crate) conn: Arc<Connection>,
+    pub(crate) request_id: u32,
+    /// The request's GIOP version (its CancelRequest is written in it).
+    pub(crate) version: Version,
+    /// The call's `invoke` span.
+    pub(crate) span: tracing::Span,
+}
 
 impl Orb {
     pub(crate) fn invoke(
@@ -128,7 +139,7 @@ impl Orb {
 
 /// The result of a two-way call with one octet-sequence result: the octets, the user
 /// exception (id and octets), or the system exception the reply stands for.
-fn octets_reply(reply: Reply) -> Result<Bytes, Exception> {
+pub(crate) fn octets_reply(reply: Reply) -> Result<Bytes, Exception> {
     match reply.header.status {
         ReplyStatus::NoException => reply.body.into_octets().map_err(|e| {
             SystemException::marshal(minor::BAD_REPLY, CompletionStatus::Yes, e.to_string()).into()
@@ -290,6 +301,61 @@ impl OrbInner {
         params: Params<'_>,
         deadline: Instant,
     ) -> Result<Option<Reply>, SystemException> {
+        let participant = twoway.then(Participant::bound);
+        let waiter = participant.as_ref().map(|p| Waiter::Thread(p.clone()));
+        let sent = self.send_request(target, operation, params, deadline, waiter)?;
+        let _enter = sent.span.enter();
+        let Some(p) = participant else {
+            return Ok(None);
+        };
+        let (conn, request_id) = (&sent.conn, sent.request_id);
+        let exit = {
+            let _suspended = self.suspend_dispatch();
+            self.lf.run(&p, Some(deadline), self)
+        };
+        if exit != Exit::Completed && conn.mux.forget(request_id) {
+            // Nobody will complete it now.
+            if exit == Exit::TimedOut {
+                self.send_cancel(conn, sent.version, request_id);
+                tracing::debug!("call timed out; CancelRequest sent");
+                return Err(SystemException::timeout(format!(
+                    "no reply to `{operation}` from {} within the deadline",
+                    conn.peer
+                )));
+            }
+            return Err(SystemException::shutdown());
+        }
+        // Completed, or completed while we were giving up: whoever removed the pending
+        // entry fills the slot right after (no lock or wait in between), so wait out that
+        // short window rather than report an empty slot.
+        while !p.is_complete() {
+            std::thread::yield_now();
+        }
+        let completion = p.take();
+        Participant::recycle(p);
+        match completion {
+            Some(Ok(Some(reply))) => Ok(Some(reply)),
+            Some(Ok(None)) => Err(SystemException::internal("completed without a reply")),
+            Some(Err(e)) => Err(e),
+            None => Err(SystemException::internal(
+                "reply slot empty after completion",
+            )),
+        }
+    }
+
+    /// Writes one request to `target` (connecting first if need be, as a Leader/Followers
+    /// participant bounded by `deadline`), with `waiter` registered for its reply before it
+    /// is sent (`None`: a oneway). What both a blocking call and an asynchronous one do
+    /// before they wait, each in its own way.
+    pub(crate) fn send_request(
+        &self,
+        target: &ObjectRef,
+        operation: &str,
+        params: Params<'_>,
+        deadline: Instant,
+        waiter: Option<Waiter>,
+    ) -> Result<Sent, SystemException> {
+        let twoway = waiter.is_some();
         let profile = target.primary().ok_or_else(|| {
             SystemException::new(SystemExceptionKind::INV_OBJREF, 0, CompletionStatus::No)
                 .with_detail("the reference is nil or has no IIOP profile")
@@ -376,11 +442,13 @@ impl OrbInner {
                 Bytes::new(),
             ],
         };
-        let participant = twoway.then(Participant::bound);
-        if let Some(p) = &participant {
-            p.will_await(request_id);
+        let thread = matches!(waiter, Some(Waiter::Thread(_)));
+        if let Some(w) = waiter {
+            if let Waiter::Thread(p) = &w {
+                p.will_await(request_id);
+            }
             // Registered before the request is written: the reply can arrive first.
-            if conn.mux.register(request_id, p.clone()).is_err() {
+            if conn.mux.register(request_id, w).is_err() {
                 // Closed since we picked it: nothing was sent, so it is resent on a new
                 // connection, as after a CloseConnection (see `call_with`).
                 return Err(SystemException::new(
@@ -393,53 +461,25 @@ impl OrbInner {
                     conn.peer
                 )));
             }
-            self.lf.caller_will_wait(self);
+            if thread {
+                self.lf.caller_will_wait(self);
+            }
         }
         if let Err(e) = self.send_or_wait(&conn, parts, || deadline) {
             conn.mux.forget(request_id);
-            if participant.is_some() {
+            if thread {
                 self.lf.did_not_wait(self);
             }
             return Err(e);
         }
         self.stats.requests_sent.fetch_add(1, Ordering::Relaxed);
-        let Some(p) = participant else {
-            return Ok(None);
-        };
-        let exit = {
-            let _suspended = self.suspend_dispatch();
-            self.lf.run(&p, Some(deadline), self)
-        };
-        if exit != Exit::Completed && conn.mux.forget(request_id) {
-            // Nobody will complete it now.
-            if exit == Exit::TimedOut {
-                let mut c = BytesMut::with_capacity(16);
-                write_cancel_request(&mut c, version, request_id);
-                let _ = self.send_frame(&conn, c.freeze());
-                tracing::debug!("call timed out; CancelRequest sent");
-                return Err(SystemException::timeout(format!(
-                    "no reply to `{operation}` from {} within the deadline",
-                    conn.peer
-                )));
-            }
-            return Err(SystemException::shutdown());
-        }
-        // Completed, or completed while we were giving up: whoever removed the pending
-        // entry fills the slot right after (no lock or wait in between), so wait out that
-        // short window rather than report an empty slot.
-        while !p.is_complete() {
-            std::thread::yield_now();
-        }
-        let completion = p.take();
-        Participant::recycle(p);
-        match completion {
-            Some(Ok(Some(reply))) => Ok(Some(reply)),
-            Some(Ok(None)) => Err(SystemException::internal("completed without a reply")),
-            Some(Err(e)) => Err(e),
-            None => Err(SystemException::internal(
-                "reply slot empty after completion",
-            )),
-        }
+        drop(_enter);
+        Ok(Sent {
+            conn,
+            request_id,
+            version,
+            span,
+        })
     }
 
     /// The shared connection to `host:port`, opening it if needed. No lock is held across
@@ -562,7 +602,7 @@ impl OrbInner {
 }
 
 /// Decodes an inline IOR from a LOCATION_FORWARD body.
-fn forward_target(body: &crate::giop::Body) -> Result<ObjectRef, SystemException> {
+pub(crate) fn forward_target(body: &crate::giop::Body) -> Result<ObjectRef, SystemException> {
     let mut r = body.reader();
     ObjectRef::decode(&mut r).map_err(|e| {
         SystemException::marshal(minor::BAD_REPLY, CompletionStatus::No, e.to_string())

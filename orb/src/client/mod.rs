@@ -8,7 +8,10 @@
 //! - [`collocated`]: the early branch of a call to an object of this same ORB, handed to the
 //!   server side without a socket (collocation).
 //! - [`proxy`]: [`ObjectProxy`](proxy::ObjectProxy), the handle generated stubs call through.
+//! - [`ami`]: asynchronous calls, [`ReplyFuture`](ami::ReplyFuture): the request is sent at
+//!   once by the calling thread, its reply completes a task's slot and wakes its `Waker`.
 
+pub(crate) mod ami;
 mod collocated;
 pub(crate) mod invoke;
 pub(crate) mod proxy;

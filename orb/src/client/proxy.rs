@@ -1,5 +1,6 @@
 //! [`ObjectProxy`]: the client-side handle generated stubs call through.
 
+use crate::client::ami::ReplyFuture;
 use crate::exception::{Exception, SystemException};
 use crate::ior::ObjectRef;
 use crate::orb::Orb;
@@ -59,6 +60,86 @@ impl ObjectProxy {
     ) -> Result<Bytes, Exception> {
         self.orb
             .invoke_message(&self.target, operation, req, timeout)
+    }
+
+    /// The asynchronous form of [`invoke`](Self::invoke) (AMI): sends the request now and
+    /// returns a future of its reply.
+    ///
+    /// The request is written before this returns, so several calls can be started and then
+    /// awaited together; the future only waits for the reply. Before writing, the calling
+    /// thread connects if no connection to the target's endpoint is open, and waits for room
+    /// in the connection's outgoing queue if a peer that does not read has filled it, as a
+    /// blocking call does, bounded by the call's deadline (and taking part in the event loop
+    /// meanwhile). A failure there is the future's result.
+    ///
+    /// The deadline is `timeout` (or the ORB's default call timeout, or the one inherited
+    /// from the upcall this thread is serving, whichever is sooner): past it the future
+    /// resolves with TIMEOUT even if no reply ever comes. Dropping the future before the
+    /// reply cancels the call (GIOP CancelRequest; a reply that still comes is dropped).
+    ///
+    /// The future works under any executor (it is woken through [`std::task::Waker`]), but
+    /// it is the ORB's event loop that reads the reply: the ORB's pool threads drive it. With
+    /// [`threads(0)`](crate::OrbBuilder::threads) run [`Orb::run`] on a thread of your own
+    /// (or the reply is read only while a blocking call of this ORB waits). Inside an upcall,
+    /// prefer the blocking call: blocking the upcall's thread on a future (say with
+    /// `block_on`) takes that thread out of the pool while it waits.
+    ///
+    /// ```
+    /// # use bytes::Bytes;
+    /// # use orb::{Context, Exception, ObjectProxy, Orb, Servant};
+    /// # struct Upper;
+    /// # impl Servant for Upper {
+    /// #     fn repository_id(&self) -> &'static str { "IDL:demo/Upper:1.0" }
+    /// #     fn dispatch(&self, _op: &str, body: Bytes, _ctx: &Context) -> Result<Bytes, Exception> {
+    /// #         Ok(Bytes::from(body.to_ascii_uppercase()))
+    /// #     }
+    /// # }
+    /// let server = Orb::builder().threads(1).build()?;
+    /// let target = server.activate(&b"upper"[..], Upper);
+    /// let client = Orb::builder().threads(1).no_listen().build()?;
+    /// let proxy = ObjectProxy::new(&client, target);
+    /// // Both requests are on the wire before either reply is awaited.
+    /// let a = proxy.invoke_async("upper", Bytes::from("a"), None);
+    /// let b = proxy.invoke_async("upper", Bytes::from("b"), None);
+    /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    /// #     // A minimal executor for the example: park until woken.
+    /// #     struct Unpark(std::thread::Thread);
+    /// #     impl std::task::Wake for Unpark {
+    /// #         fn wake(self: std::sync::Arc<Self>) { self.0.unpark() }
+    /// #     }
+    /// #     let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
+    /// #     let mut cx = std::task::Context::from_waker(&waker);
+    /// #     let mut f = std::pin::pin!(f);
+    /// #     loop {
+    /// #         if let std::task::Poll::Ready(r) = f.as_mut().poll(&mut cx) { return r; }
+    /// #         std::thread::park();
+    /// #     }
+    /// # }
+    /// assert_eq!(&block_on(b)?[..], b"B");
+    /// assert_eq!(&block_on(a)?[..], b"A");
+    /// # client.shutdown();
+    /// # server.shutdown();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn invoke_async(
+        &self,
+        operation: &str,
+        body: Bytes,
+        timeout: Option<Duration>,
+    ) -> ReplyFuture {
+        ReplyFuture::start(&self.orb, &self.target, operation, body, timeout)
+    }
+
+    /// [`invoke_async`](Self::invoke_async) with the request message itself (what generated
+    /// stubs' `_async` methods call): encoded now, and sent now.
+    pub fn invoke_message_async<M: prost::Message>(
+        &self,
+        operation: &str,
+        req: &M,
+        timeout: Option<Duration>,
+    ) -> ReplyFuture {
+        let body = crate::outbuf::encode(req.encoded_len(), |buf| req.encode_raw(buf));
+        self.invoke_async(operation, body, timeout)
     }
 
     /// A oneway call: returns once the request is handed to the connection; no reply comes.

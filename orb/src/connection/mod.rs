@@ -60,7 +60,7 @@ pub(crate) use read::{Expired, ReadError, ReadState};
 pub(crate) use write::{Flush, WriteState};
 
 use crate::giop::Version;
-use crate::lf::Participant;
+use crate::lf::{Participant, Waiter};
 use crate::sync::std_lock as lock;
 use mux::Mux;
 use std::net::{SocketAddr, TcpStream};
@@ -127,9 +127,9 @@ pub(crate) struct Connection<S = TcpStream> {
     io: S,
     read: Mutex<ReadState>,
     pub(crate) write: Mutex<WriteState>,
-    /// Our request ids and the callers waiting for their replies: the only place a reply is
-    /// routed (see [`Mux`]).
-    pub(crate) mux: Mux<Arc<Participant>>,
+    /// Our request ids and the callers (threads or futures) waiting for their replies: the
+    /// only place a reply is routed (see [`Mux`]).
+    pub(crate) mux: Mux<Waiter>,
     /// The replies this connection's peer is owed, with their running upcalls (see [`Owed`]).
     pub(crate) owed: Owed,
     /// The BiDir listen points the peer announced (see [`ListenPoints`]).

@@ -14,8 +14,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// Invariants, kept by its methods alone:
 /// - Ids step by 2 from the first one, so they keep the parity chosen at creation (even on
 ///   connections we opened, odd on ones the peer opened: the BiDir rule, WIRE-GIOP §5.1).
-/// - A waiter leaves the table exactly once: routed to by its reply, forgotten by its caller,
-///   or drained by the close, whichever comes first. So it is completed at most once.
+/// - A waiter leaves the table exactly once: routed to by its reply, forgotten by its caller
+///   (a blocking call that timed out, a dropped future), expired by its deadline (a future's,
+///   fired by the leader), or drained by the close, whichever comes first. So it is
+///   completed at most once, and a reply whose waiter left is late: dropped and counted.
+/// - The waiter `W` is, in the ORB, a thread (a bound participant, woken through the pool)
+///   or a task (a future's slot, woken through its `Waker`); the table treats both alike.
 /// - Once closed, nothing is registered: a caller learns at once that the connection is gone,
 ///   instead of waiting for a reply that cannot come.
 #[derive(Debug)]
@@ -80,6 +84,13 @@ impl<W> Mux<W> {
     /// gone already: its reply or the close is completing it right now.
     pub(crate) fn forget(&self, id: u32) -> bool {
         lock(&self.table).waiters.remove(&id).is_some()
+    }
+
+    /// The waiter of request `id`, taken out of the table because its deadline passed (an
+    /// asynchronous call's, fired by the leader's timers): it is to be failed with TIMEOUT.
+    /// `None` if its reply, its caller or the close took it first.
+    pub(crate) fn expire(&self, id: u32) -> Option<W> {
+        lock(&self.table).waiters.remove(&id)
     }
 
     /// Whether no reply is awaited.

@@ -106,8 +106,10 @@ use std::time::{Duration, Instant};
 
 mod participant;
 mod standby;
+mod waiter;
 
 pub(crate) use participant::{Completion, Participant};
+pub(crate) use waiter::{TaskSlot, Waiter};
 
 /// Why `Lf::run` returned.
 #[derive(Debug, PartialEq, Eq)]

@@ -11,17 +11,22 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 impl OrbInner {
-    /// The leader's poll timeout: until its own deadline or the next timer, whichever comes
-    /// first; timers that are due run first. Reads the clock only when one of them is set.
+    /// The leader's poll timeout: until its own deadline or the next timer (the
+    /// housekeeping's, or an asynchronous call's deadline), whichever comes first; timers
+    /// that are due run first. Reads the clock only when one of them is set.
     pub(super) fn poll_timeout(&self, deadline: Option<Instant>) -> Option<Duration> {
-        let mut due = self.housekeeping.next_due();
+        let next = || match (self.housekeeping.next_due(), self.call_deadlines.next_due()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let mut due = next();
         if due.is_none() && deadline.is_none() {
             return None;
         }
         let now = Instant::now();
         if due.is_some_and(|d| d <= now) {
             self.run_timers(now);
-            due = self.housekeeping.next_due();
+            due = next();
         }
         let until = match (deadline, due) {
             (Some(a), Some(b)) => a.min(b),
@@ -32,6 +37,9 @@ impl OrbInner {
 
     /// Runs the timers that are due at `now` (leader only).
     pub(super) fn run_timers(&self, now: Instant) {
+        if self.call_deadlines.next_due().is_some_and(|d| d <= now) {
+            self.expire_calls(now);
+        }
         let hk = &self.housekeeping;
         if hk.take_accept_retry(now) {
             for e in self.reactor.entries() {

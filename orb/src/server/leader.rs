@@ -86,6 +86,15 @@ impl Driver for OrbInner {
     }
 
     fn wait_standby(&self, timeout: Option<Duration>) {
+        // An asynchronous call's deadline needs a leader to fire even when no event comes
+        // (the role may be vacant with this standby armed): wake in time to take the role.
+        let timeout = match self.call_deadlines.next_due() {
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                Some(timeout.map_or(left, |t| t.min(left)))
+            }
+            None => timeout,
+        };
         self.reactor.wait_standby(timeout);
     }
 
@@ -309,7 +318,7 @@ impl OrbInner {
                 match waiter {
                     Some(w) => {
                         self.stats.replies_received.fetch_add(1, Ordering::Relaxed);
-                        self.lf.complete(&w, Ok(Some(r)), Some(p.id), self);
+                        self.lf.complete_waiter(&w, Ok(Some(r)), Some(p.id), self);
                     }
                     None => {
                         self.stats

@@ -1,0 +1,336 @@
+//! Asynchronous method invocation (AMI) as futures: [`ReplyFuture`], the reply of a two-way
+//! call that the caller awaits instead of blocking for.
+//!
+//! The way of an asynchronous call, and how it differs from a blocking one:
+//! - **Sent at once.** The request is written when the call is made
+//!   ([`ObjectProxy::invoke_async`](crate::ObjectProxy::invoke_async)), not at the future's
+//!   first poll, so a caller can start many calls and then await them. What may block the
+//!   calling thread is what comes before the write, as in a blocking call and bounded by
+//!   the same deadline: opening the connection if none is open to the target's endpoint,
+//!   and waiting for room in its outgoing queue if the peer does not read. The thread takes
+//!   part in the event loop meanwhile (as a bound Leader/Followers participant), so this
+//!   cannot deadlock; on an async executor it holds up that executor thread for as long.
+//! - **Its waiter is a task, not a thread.** The connection's `Mux` holds a
+//!   [`Waiter::Task`] for the request id: the leader that reads the reply stores it in the
+//!   task's slot and calls its [`Waker`](std::task::Waker). Nobody waits in the pool for it,
+//!   so some thread must lead the event loop: the ORB's pool threads do (an idle pool always
+//!   has a leader, or an armed standby that the first event wakes). An ORB built with
+//!   `threads(0)` has none: its application must then run [`Orb::run`] on a thread of its
+//!   own, or the reply is only read while some blocking call of the same ORB is waiting.
+//! - **Its deadline is a timer.** The leader's poll covers the nearest deadline of the
+//!   asynchronous calls in flight (`timers::Deadlines`); when one passes, the leader takes
+//!   its waiter out of the `Mux`, sends CancelRequest and completes the future with TIMEOUT.
+//! - **Dropping cancels.** A future dropped before its reply takes its waiter out of the
+//!   `Mux` and sends CancelRequest; the reply, if it still comes, is dropped and counted
+//!   ([`OrbStats::late_replies_dropped`](crate::OrbStats::late_replies_dropped)).
+//! - **Forwards and retries** are followed as in blocking calls (LOCATION_FORWARD, and a
+//!   request the peer closed the connection on unprocessed): the request is sent again from
+//!   the poll that sees the reply, which may connect to the new endpoint there.
+
+use crate::cdr::CdrWriter;
+use crate::client::invoke::{forward_target, octets_reply, Params, Sent, MAX_HOPS};
+use crate::exception::{minor, CompletionStatus, Exception, SystemException, SystemExceptionKind};
+use crate::giop::ReplyStatus;
+use crate::ior::ObjectRef;
+use crate::lf::{TaskSlot, Waiter};
+use crate::orb::{Orb, OrbInner};
+use crate::timers::DeadlineKey;
+use crate::upcall::inherited_deadline;
+use bytes::Bytes;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+/// The reply of a two-way call made with
+/// [`ObjectProxy::invoke_async`](crate::ObjectProxy::invoke_async): a future of the reply's
+/// body (protobuf bytes), or the exception the call ended with.
+///
+/// The request is already on its way when you get this future. It needs no particular
+/// runtime (it is woken through [`std::task::Waker`]: tokio, `futures::executor::block_on` or
+/// any other executor will do), but it needs a thread leading the ORB's event loop: the
+/// ORB's pool threads, or, with `threads(0)`, a thread in [`Orb::run`].
+///
+/// It resolves with TIMEOUT (completed MAYBE) once its deadline passes without a reply.
+/// Dropping it before the reply cancels the call: the ORB sends GIOP CancelRequest and drops
+/// the reply if it still comes.
+///
+/// `Send`, `'static` and `Unpin`.
+#[must_use = "the request is sent already; dropping the future cancels it"]
+#[derive(Debug)]
+pub struct ReplyFuture {
+    state: State,
+}
+
+#[derive(Debug)]
+enum State {
+    /// Resolved (or failed before anything was sent); `None` once taken.
+    Ready(Option<Result<Bytes, Exception>>),
+    /// On the wire, waiting for the reply.
+    Waiting(InFlight),
+}
+
+/// What a call sends, kept to send it again after a LOCATION_FORWARD or a CloseConnection.
+#[derive(Debug)]
+struct Call {
+    target: ObjectRef,
+    operation: Box<str>,
+    body: Bytes,
+    deadline: Instant,
+    hops: usize,
+}
+
+/// A request on the wire with a task waiting for its reply.
+///
+/// Invariant: while `finished` is false, the request's waiter may still be in the
+/// connection's `Mux` and its deadline in the ORB's timers; `finished` is set once the slot
+/// has been completed (then neither holds it any more: whoever completed it took it out) or
+/// this call gave up itself (then it took both out).
+#[derive(Debug)]
+struct InFlight {
+    orb: Orb,
+    call: Call,
+    sent: Sent,
+    slot: Arc<TaskSlot>,
+    timer: DeadlineKey,
+    finished: bool,
+}
+
+impl ReplyFuture {
+    /// Sends `body` as the one octet-sequence parameter of `operation` to `target` and
+    /// returns the future of its reply (see [`ObjectProxy::invoke_async`]).
+    ///
+    /// [`ObjectProxy::invoke_async`]: crate::ObjectProxy::invoke_async
+    pub(crate) fn start(
+        orb: &Orb,
+        target: &ObjectRef,
+        operation: &str,
+        body: Bytes,
+        timeout: Option<Duration>,
+    ) -> Self {
+        let inner = &orb.inner;
+        let max = inner.config.max_message_size;
+        if body.len() > max {
+            return Self::failed(SystemException::marshal(
+                minor::MESSAGE_TOO_LARGE,
+                CompletionStatus::No,
+                format!(
+                    "request of {} bytes exceeds the maximum message size {max}",
+                    body.len()
+                ),
+            ));
+        }
+        let mut deadline = Instant::now() + timeout.unwrap_or(inner.config.call_timeout);
+        if let Some(inherited) = inherited_deadline() {
+            deadline = deadline.min(inherited);
+        }
+        let call = Call {
+            target: target.clone(),
+            operation: operation.into(),
+            body,
+            deadline,
+            hops: 0,
+        };
+        ReplyFuture {
+            state: InFlight::send(orb, call),
+        }
+    }
+
+    fn failed(e: impl Into<Exception>) -> Self {
+        ReplyFuture {
+            state: State::Ready(Some(Err(e.into()))),
+        }
+    }
+}
+
+impl OrbInner {
+    /// Writes `call`'s request with a task slot registered for its reply, and sets its
+    /// deadline's timer (waking the leader if it is now the nearest one).
+    fn send_async(
+        &self,
+        call: &Call,
+    ) -> Result<(Sent, Arc<TaskSlot>, DeadlineKey), SystemException> {
+        self.check_running()?;
+        let slot = Arc::new(TaskSlot::new());
+        let octets = &call.body;
+        let write = |w: &mut CdrWriter<'_>| w.write_octets(octets);
+        let params = Params {
+            write: &write,
+            split: Some(octets),
+            hint: 0,
+        };
+        let sent = self.send_request(
+            &call.target,
+            &call.operation,
+            params,
+            call.deadline,
+            Some(Waiter::Task(slot.clone())),
+        )?;
+        let entry = (sent.conn.clone(), sent.request_id, sent.version);
+        let (timer, nearest) = self.call_deadlines.insert(call.deadline, entry);
+        if nearest {
+            // The leader may be polling with a later timeout, or nobody may be leading with
+            // the standby armed: either way the wake-up makes a leader look at the timers.
+            self.reactor.wake();
+        }
+        Ok((sent, slot, timer))
+    }
+}
+
+impl InFlight {
+    /// Sends `call` (again); the state of a future waiting for its reply, or of one failed.
+    fn send(orb: &Orb, call: Call) -> State {
+        match orb.inner.send_async(&call) {
+            Ok((sent, slot, timer)) => State::Waiting(InFlight {
+                orb: orb.clone(),
+                call,
+                sent,
+                slot,
+                timer,
+                finished: false,
+            }),
+            Err(e) => State::Ready(Some(Err(e.into()))),
+        }
+    }
+
+    /// Gives up the call (dropped, or past its deadline with the timer not run yet): takes
+    /// its waiter out of the `Mux` and cancels the request at the peer. False if the waiter
+    /// was gone already (its reply, the timer or the close is completing the slot).
+    fn give_up(&mut self) -> bool {
+        if self.finished {
+            return false;
+        }
+        self.finished = true;
+        let inner = &self.orb.inner;
+        inner.call_deadlines.remove(self.timer);
+        let (conn, id) = (&self.sent.conn, self.sent.request_id);
+        if !conn.mux.forget(id) {
+            return false;
+        }
+        inner.send_cancel(conn, self.sent.version, id);
+        true
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if !self.finished {
+            let _enter = self.sent.span.clone().entered();
+            if self.give_up() {
+                tracing::debug!("asynchronous call dropped before its reply; CancelRequest sent");
+            }
+        }
+    }
+}
+
+/// What a completed call leads to.
+enum Next {
+    Done(Result<Bytes, Exception>),
+    /// Send the call again (to this target, if forwarded).
+    Again(Option<ObjectRef>),
+}
+
+impl Future for ReplyFuture {
+    type Output = Result<Bytes, Exception>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        loop {
+            let f = match &mut this.state {
+                State::Ready(r) => {
+                    return Poll::Ready(r.take().unwrap_or_else(|| {
+                        Err(SystemException::new(
+                            SystemExceptionKind::BAD_INV_ORDER,
+                            0,
+                            CompletionStatus::No,
+                        )
+                        .with_detail("reply future polled after it resolved")
+                        .into())
+                    }))
+                }
+                State::Waiting(f) => f,
+            };
+            let completion = match f.slot.poll(cx) {
+                Poll::Ready(c) => c,
+                Poll::Pending => {
+                    // The leader's timer fails it at the deadline; a poll that comes later
+                    // and finds it still waiting (the timer is late) fails it itself.
+                    if Instant::now() >= f.call.deadline && f.give_up() {
+                        let e = SystemException::timeout(format!(
+                            "no reply to `{}` from {} within the deadline",
+                            f.call.operation, f.sent.conn.peer
+                        ));
+                        this.state = State::Ready(None);
+                        return Poll::Ready(Err(e.into()));
+                    }
+                    return Poll::Pending;
+                }
+            };
+            f.finished = true;
+            f.orb.inner.call_deadlines.remove(f.timer);
+            let next = match completion {
+                Some(Ok(Some(reply)))
+                    if matches!(
+                        reply.header.status,
+                        ReplyStatus::LocationForward | ReplyStatus::LocationForwardPerm
+                    ) && f.call.hops < MAX_HOPS =>
+                {
+                    match forward_target(&reply.body) {
+                        Ok(t) => Next::Again(Some(t)),
+                        Err(e) => Next::Done(Err(e.into())),
+                    }
+                }
+                Some(Ok(Some(reply))) => Next::Done(octets_reply(reply)),
+                Some(Err(e))
+                    if e.minor == minor::CLOSED_BY_PEER
+                        && e.completed == CompletionStatus::No
+                        && f.call.hops < MAX_HOPS
+                        && Instant::now() < f.call.deadline =>
+                {
+                    // CloseConnection: the request was not processed; send it again on a
+                    // new connection (WIRE-GIOP §2.5), as a blocking call does.
+                    Next::Again(None)
+                }
+                Some(Err(e)) => Next::Done(Err(e.into())),
+                Some(Ok(None)) => Next::Done(Err(SystemException::internal(
+                    "completed without a reply",
+                )
+                .into())),
+                None => Next::Done(Err(SystemException::internal(
+                    "reply slot empty after completion",
+                )
+                .into())),
+            };
+            match next {
+                Next::Done(r) => {
+                    this.state = State::Ready(None);
+                    return Poll::Ready(r);
+                }
+                Next::Again(forwarded) => {
+                    let (orb, mut call) = (f.orb.clone(), f.take_call());
+                    call.hops += 1;
+                    if let Some(t) = forwarded {
+                        call.target = t;
+                    }
+                    // The finished one is dropped here, doing nothing.
+                    this.state = InFlight::send(&orb, call);
+                }
+            }
+        }
+    }
+}
+
+impl InFlight {
+    /// The call, out of a finished one (whose drop then does nothing).
+    fn take_call(&self) -> Call {
+        debug_assert!(self.finished);
+        Call {
+            target: self.call.target.clone(),
+            operation: self.call.operation.clone(),
+            body: self.call.body.clone(),
+            deadline: self.call.deadline,
+            hops: self.call.hops,
+        }
+    }
+}
