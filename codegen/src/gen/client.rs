@@ -1,8 +1,13 @@
 //! The client stub: `{Service}Client` wraps an `ObjectProxy` and has one blocking method per
-//! operation (plus a `_with_timeout` variant, oneway operations included).
+//! operation (plus a `_with_timeout` variant, oneway operations included), and for two-way
+//! operations the asynchronous `_async` and `_async_with_timeout` ones.
 
-use super::{client_method_idents, deprecated_attr, docs_with, naming_allows, rust_type, Names};
+use super::{
+    client_method_idents, deprecated_attr, docs_with, ident, naming_allows, rust_type, Names,
+    CLIENT_RESERVED,
+};
 use crate::gen::servant::servant_result;
+use orb_idl::ident::{sanitize_identifier, to_snake_raw};
 use orb_idl::{Method, Service};
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -175,6 +180,7 @@ fn client_methods(method: &Method, names: &Names) -> TokenStream {
     };
     let plain_body = body(quote!(::core::option::Option::None));
     let timeout_body = body(quote!(::core::option::Option::Some(timeout)));
+    let asynchronous = async_methods(method, names);
     quote! {
         #docs
         #allows
@@ -185,6 +191,84 @@ fn client_methods(method: &Method, names: &Names) -> TokenStream {
         #[doc = #timeout_doc]
         #timeout_allows
         pub fn #with_timeout(&self, req: #input, timeout: ::orb::codegen::Duration) -> #result {
+            #timeout_body
+        }
+
+        #asynchronous
+    }
+}
+
+/// The asynchronous (AMI) variants of a two-way operation's client method: `{name}_async`
+/// and `{name}_async_with_timeout`, which send the request at once and return a future of
+/// the reply (`ObjectProxy::invoke_message_async`).
+fn async_methods(method: &Method, names: &Names) -> TokenStream {
+    let op = &method.proto_name;
+    let mut raw = to_snake_raw(&method.proto_name);
+    if CLIENT_RESERVED.contains(&raw.as_str()) {
+        raw.push_str("_op");
+    }
+    let plain = ident(&sanitize_identifier(&format!("{raw}_async")));
+    let with_timeout = ident(&sanitize_identifier(&format!("{raw}_async_with_timeout")));
+    let deprecated = deprecated_attr(method.deprecated);
+    let allows = naming_allows(&plain.to_string());
+    let allows = quote!(#deprecated #allows);
+    let timeout_allows = naming_allows(&with_timeout.to_string());
+    let timeout_allows = quote!(#deprecated #timeout_allows);
+    let input = rust_type(&method.input.rust_path);
+    let result = servant_result(method, names);
+    let doc = format!(
+        " Calls operation `{op}` asynchronously: the request is sent before this returns; \
+         the future resolves with the reply (or TIMEOUT past the ORB's call timeout). \
+         Dropping it first cancels the call."
+    );
+    let timeout_doc = format!(
+        " Calls operation `{op}` asynchronously, as the `_async` method does, with the reply \
+         awaited at most `timeout` (then TIMEOUT)."
+    );
+    let body = |timeout: TokenStream| {
+        let map_err = if method.raises.is_empty() {
+            quote! {
+                .map_err(|e| match e {
+                    ::orb::codegen::Exception::User(u) => ::orb::codegen::Exception::System(
+                        ::orb::codegen::unexpected_user_exception(u),
+                    ),
+                    e => e,
+                })?;
+                ::orb::codegen::decode_reply(body).map_err(::orb::codegen::Exception::System)
+            }
+        } else {
+            let error = names.error_enum(method);
+            quote! {
+                .map_err(#error::from)?;
+                ::orb::codegen::decode_reply(body).map_err(#error::System)
+            }
+        };
+        quote! {
+            let reply = self.proxy.invoke_message_async(#op, &req, #timeout);
+            async move {
+                let body = reply.await #map_err
+            }
+        }
+    };
+    let plain_body = body(quote!(::core::option::Option::None));
+    let timeout_body = body(quote!(::core::option::Option::Some(timeout)));
+    quote! {
+        #[doc = #doc]
+        #allows
+        pub fn #plain(
+            &self,
+            req: #input,
+        ) -> impl ::core::future::Future<Output = #result> + ::core::marker::Send + 'static {
+            #plain_body
+        }
+
+        #[doc = #timeout_doc]
+        #timeout_allows
+        pub fn #with_timeout(
+            &self,
+            req: #input,
+            timeout: ::orb::codegen::Duration,
+        ) -> impl ::core::future::Future<Output = #result> + ::core::marker::Send + 'static {
             #timeout_body
         }
     }

@@ -247,7 +247,7 @@ pub(crate) fn naming_allows(rust_name: &str) -> TokenStream {
 /// Names of the client's own methods, and `clone` (an inherent `clone(&self, req)` would hide
 /// `Clone::clone` from method calls on the client): an operation with one of these names gets
 /// an `_op` suffix on the client (`New` → `new_op`), as prost suffixes `self` with `_`.
-const CLIENT_RESERVED: &[&str] = &[
+pub(crate) const CLIENT_RESERVED: &[&str] = &[
     "new",
     "from_proxy",
     "narrow",

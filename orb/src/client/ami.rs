@@ -67,8 +67,8 @@ pub struct ReplyFuture {
 enum State {
     /// Resolved (or failed before anything was sent); `None` once taken.
     Ready(Option<Result<Bytes, Exception>>),
-    /// On the wire, waiting for the reply.
-    Waiting(InFlight),
+    /// On the wire, waiting for the reply (boxed: the future stays small to move around).
+    Waiting(Box<InFlight>),
 }
 
 /// What a call sends, kept to send it again after a LOCATION_FORWARD or a CloseConnection.
@@ -182,14 +182,14 @@ impl InFlight {
     /// Sends `call` (again); the state of a future waiting for its reply, or of one failed.
     fn send(orb: &Orb, call: Call) -> State {
         match orb.inner.send_async(&call) {
-            Ok((sent, slot, timer)) => State::Waiting(InFlight {
+            Ok((sent, slot, timer)) => State::Waiting(Box::new(InFlight {
                 orb: orb.clone(),
                 call,
                 sent,
                 slot,
                 timer,
                 finished: false,
-            }),
+            })),
             Err(e) => State::Ready(Some(Err(e.into()))),
         }
     }
