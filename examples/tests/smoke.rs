@@ -109,6 +109,7 @@ const SUBSCRIBER: &str = env!("CARGO_BIN_EXE_observer-subscriber");
 const BANK_BACKEND: &str = env!("CARGO_BIN_EXE_bank-backend");
 const BANK_FRONTEND: &str = env!("CARGO_BIN_EXE_bank-frontend");
 const BANK_CLIENT: &str = env!("CARGO_BIN_EXE_bank-client");
+const ASYNC_ECHO: &str = env!("CARGO_BIN_EXE_async-echo");
 
 #[test]
 fn echo_client_calls_the_server_by_ior_and_by_corbaloc() {
@@ -345,6 +346,18 @@ fn bank_servers_started_by_hand() {
 }
 
 #[test]
+fn async_echo_runs_10000_concurrent_calls_over_one_connection() {
+    let r = run(ASYNC_ECHO, &[], Duration::from_secs(120));
+    assert!(r.status.success(), "{}", r.stderr);
+    assert!(
+        r.line("verdict:")
+            .starts_with("verdict: OK 10000 concurrent calls over 1 connection(s)"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
 fn every_binary_has_help_and_rejects_unknown_options() {
     for exe in [
         ECHO_SERVER,
@@ -355,6 +368,7 @@ fn every_binary_has_help_and_rejects_unknown_options() {
         BANK_BACKEND,
         BANK_FRONTEND,
         BANK_CLIENT,
+        ASYNC_ECHO,
     ] {
         let r = run(exe, &["--help"], Duration::from_secs(20));
         assert!(r.status.success(), "{exe} --help");

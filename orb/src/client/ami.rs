@@ -52,6 +52,10 @@ use std::time::{Duration, Instant};
 /// any other executor will do), but it needs a thread leading the ORB's event loop: the
 /// ORB's pool threads, or, with `threads(0)`, a thread in [`Orb::run`].
 ///
+/// Its [`Waker`](std::task::Waker) is called from the thread leading the ORB's event loop:
+/// it should schedule the task (as tokio's and `futures`' executors do), not poll it there
+/// and then.
+///
 /// It resolves with TIMEOUT (completed MAYBE) once its deadline passes without a reply.
 /// Dropping it before the reply cancels the call: the ORB sends GIOP CancelRequest and drops
 /// the reply if it still comes.

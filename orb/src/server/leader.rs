@@ -88,9 +88,13 @@ impl Driver for OrbInner {
     fn wait_standby(&self, timeout: Option<Duration>) {
         // An asynchronous call's deadline needs a leader to fire even when no event comes
         // (the role may be vacant with this standby armed): wake in time to take the role.
+        // At least a millisecond: a deadline just due is the leader's to fire if there is
+        // one, and the standby must not spin until it has.
         let timeout = match self.call_deadlines.next_due() {
             Some(d) => {
-                let left = d.saturating_duration_since(Instant::now());
+                let left = d
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(1));
                 Some(timeout.map_or(left, |t| t.min(left)))
             }
             None => timeout,
