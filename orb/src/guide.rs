@@ -63,7 +63,10 @@
 //! - The way of a reply, on the client: `client/invoke.rs` registers the caller in the connection's
 //!   `Mux` (`connection/mux.rs`, the only place a reply is routed) and sends; the leader's
 //!   `handle_frame` asks the `Mux` for the waiter and hands the reply over (`lf`'s
-//!   `complete`).
+//!   `complete`). An asynchronous call (`client/ami.rs`,
+//!   [`ObjectProxy::invoke_async`](crate::ObjectProxy::invoke_async)) registers a task's slot
+//!   instead of a thread (`lf/waiter.rs`): the leader stores the reply there and wakes the
+//!   task's `Waker`, and fires its deadline from the timers it polls with (`timers.rs`).
 //! - What both share, connecting, sending, closing: `transport.rs`; where a call goes (the
 //!   connection per endpoint, BiDir routes, a thread's cached connection): `endpoints.rs`; one
 //!   connection's state (read and write state machines, back-pressure, replies owed):
@@ -96,7 +99,9 @@
 //! context; calls a servant makes while serving inherit the remaining time, so a chain of
 //! nested calls cannot outlive its first caller. On timeout the caller gets TIMEOUT, a
 //! CancelRequest goes to the server (the servant sees [`Context::is_cancelled`](crate::Context::is_cancelled)),
-//! and a late reply is dropped and counted.
+//! and a late reply is dropped and counted. An asynchronous call's future resolves with
+//! TIMEOUT at its deadline the same way (the leader's timer fires it, with no thread waiting),
+//! and a future dropped before its reply cancels it likewise.
 //!
 //! # Performance
 //!

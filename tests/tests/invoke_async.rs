@@ -417,3 +417,49 @@ fn shutdown_resolves_pending_futures() {
     );
     server.shutdown();
 }
+
+/// A LOCATION_FORWARD reply is followed as in a blocking call: the future's next poll sends
+/// the request again to the forwarded reference and resolves with that object's reply. The
+/// forwarder is scripted on a raw socket.
+#[test]
+fn location_forward_is_followed() {
+    let (server, client, stub, _) = pair(1);
+    let real = stub.object_ref().clone();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let forwarder = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut codec = GiopCodec::default();
+        let mut buf = BytesMut::new();
+        let mut chunk = [0u8; 4096];
+        let id = loop {
+            let n = s.read(&mut chunk).unwrap();
+            assert!(n > 0, "client closed early");
+            buf.extend_from_slice(&chunk[..n]);
+            if let Some(Frame {
+                message: Message::Request(r),
+                ..
+            }) = codec.decode(&mut buf).unwrap()
+            {
+                break r.header.request_id;
+            }
+        };
+        let mut out = BytesMut::new();
+        let header = ReplyHeader {
+            request_id: id,
+            status: ReplyStatus::LocationForward,
+            service_context: Default::default(),
+        };
+        write_reply(&mut out, Version::V1_2, &header, |w| real.encode(w));
+        s.write_all(&out).unwrap();
+        let _ = s.read(&mut chunk);
+    });
+    let target = orb::ObjectRef::new(EchoClient::REPOSITORY_ID, "127.0.0.1", port, &b"k"[..]);
+    let forwarded = EchoClient::new(&client, target);
+    let fut = forwarded.echo_async(msg(5, 5));
+    let r = within(60, move || futures::executor::block_on(fut));
+    assert_eq!(r.unwrap(), msg(5, 5));
+    client.shutdown();
+    forwarder.join().unwrap();
+    server.shutdown();
+}

@@ -9,6 +9,7 @@
 //! |---|---|---|
 //! | `leader`, the follower stack, the standby (`standby`, `armed`, `in_standby`, tick mode), `shutdown` | the promotion lock (`Lf::state`; `armed` is an atomic changed only under it, read without it as a hint) | any participant, briefly |
 //! | a participant's completion slot | its own mutex; written before the promotion lock is taken to notify | the leader (reply), `close`, the owner |
+//! | a task's completion slot and `Waker` (an asynchronous call: `waiter.rs`) | its own mutex; the waker is called after it is released | the leader (reply, deadline), `close`, the future |
 //! | the reactor (`mio::Poll`) | the leader role | the leader only |
 //! | reading a socket | the leader role | the leader only |
 //! | writing a socket | the connection's write lock | anyone |
