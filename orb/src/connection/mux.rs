@@ -147,6 +147,20 @@ mod tests {
     }
 
     #[test]
+    fn an_expired_waiter_is_handed_out_once_and_its_reply_is_late() {
+        // An asynchronous call's deadline: the leader takes the waiter to fail it; the
+        // future's drop, the reply and the close then find nothing.
+        let m = Mux::new(2);
+        let id = m.next_id();
+        m.register(id, 7).unwrap();
+        assert_eq!(m.expire(id), Some(7));
+        assert_eq!(m.expire(id), None);
+        assert!(!m.forget(id));
+        assert_eq!(m.route(id), None);
+        assert!(m.close().is_empty());
+    }
+
+    #[test]
     fn a_routed_waiter_cannot_be_forgotten() {
         // The reply won the race: the caller that gives up must wait for that completion.
         let m = Mux::new(2);
