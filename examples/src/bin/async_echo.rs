@@ -8,20 +8,24 @@
 //! the wire first; the tasks then only wait for replies. The ORB's pool threads read the
 //! replies and wake the tasks; the ORB itself uses no async runtime.
 
-use orb_examples::args::Args;
+use clap::Parser;
 use orb_examples::proto::echo::{Echo, EchoClient, EchoReply, EchoRequest, EchoSkeleton};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "\
-async-echo: many asynchronous echo calls at once over one connection (tokio)
-
-usage: async-echo [options]
-
-options:
-  --calls N      calls in flight at once (default 10000)
-  --threads N    pool threads of each ORB, at least 1 (default 2)
-";
+/// async-echo: many asynchronous echo calls at once over one connection (tokio).
+#[derive(Parser, Debug)]
+#[command(name = "async-echo")]
+struct Cli {
+    /// Calls in flight at once.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    calls: u32,
+    /// Pool threads of each ORB, at least 1: the pool threads drive the event loop (with no
+    /// pool threads an application runs `orb.run()` on a thread of its own).
+    #[arg(long, value_name = "N", default_value_t = 2,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    threads: u64,
+}
 
 struct Counter(AtomicU64);
 
@@ -36,15 +40,9 @@ impl Echo for Counter {
 }
 
 fn main() {
-    let mut args = Args::parse(USAGE);
-    let calls: u32 = args.parsed("--calls").unwrap_or(10_000);
-    let threads: usize = args.parsed("--threads").unwrap_or(2);
-    if threads == 0 {
-        // Nobody would read the replies (nor, in the server, the requests): with no pool
-        // threads an application runs `orb.run()` on a thread of its own.
-        args.usage_error("--threads must be at least 1: the pool threads drive the event loop");
-    }
-    args.finish();
+    let cli = Cli::parse();
+    let calls = cli.calls;
+    let threads = usize::try_from(cli.threads).unwrap_or(usize::MAX);
 
     let server = orb::Orb::builder()
         .threads(threads)

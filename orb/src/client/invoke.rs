@@ -301,6 +301,9 @@ impl OrbInner {
         params: Params<'_>,
         deadline: Instant,
     ) -> Result<Option<Reply>, SystemException> {
+        if let Some(profile) = target.primary().filter(|p| self.is_collocated(p)) {
+            return self.call_local(profile, operation, twoway, params.write, deadline);
+        }
         let participant = twoway.then(Participant::bound);
         let waiter = participant.as_ref().map(|p| Waiter::Thread(p.clone()));
         let sent = self.send_request(target, operation, params, deadline, waiter)?;
@@ -360,9 +363,6 @@ impl OrbInner {
             SystemException::new(SystemExceptionKind::INV_OBJREF, 0, CompletionStatus::No)
                 .with_detail("the reference is nil or has no IIOP profile")
         })?;
-        if self.is_collocated(profile) {
-            return self.call_local(profile, operation, twoway, params.write, deadline);
-        }
         let version = profile.version.min(Version::V1_2);
         let bidir = target
             .arrived_over()
