@@ -42,7 +42,10 @@
 //! | user exceptions | `option (orb.raises) = "NotFound";` on the rpc; the generated per-method enum |
 //! | oneway operations | `option (orb.oneway) = true;` on an rpc returning `google.protobuf.Empty` |
 //! | SSL transport (`giop:ssl::port`) | not yet (planned: rustls, interoperating with omniORB's `TAG_SSL_SEC_TRANS`) |
-//! | AMI, AMH, `valuetype`, `any`, DII | not available; protobuf messages take the place of complex IDL types |
+//! | AMI (asynchronous invocation) | `foo_async(req)`: a `Future` of the reply, written to the wire at once |
+//! | AMH (asynchronous handling) | `ctx.defer()?` in the servant: a [`ReplyHandle`](crate::ReplyHandle) answers later from any thread |
+//! | collocation (`-ORBCollocation`) | on by default: a call to an object of the same ORB runs without a socket; `.collocation(false)` turns it off |
+//! | `valuetype`, `any`, DII | not available; protobuf messages take the place of complex IDL types (`orb call` on the command line does dynamic invocation from JSON) |
 //!
 //! # Threading: what is different
 //!

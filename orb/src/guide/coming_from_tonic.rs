@@ -11,7 +11,8 @@
 //! |---|---|
 //! | `tonic_build::configure().compile_protos(..)` | `orb_codegen::configure().compile_protos(..)` (same shape; prost-build settings such as `type_attribute`, `bytes`, `extern_path` pass through) |
 //! | `tonic::include_proto!("demo")` | `orb::include_proto!("demo")` |
-//! | `#[tonic::async_trait] impl Echo for MyEcho` | `impl Echo for MyEcho`: plain methods taking `&self`, a [`Context`](crate::Context) and the request message |
+//! | `#[tonic::async_trait] impl Echo for MyEcho` | `impl Echo for MyEcho`: plain methods taking `&self`, a [`Context`](crate::Context) and the request message; to answer from async code, `ctx.defer()?` gives a [`ReplyHandle`](crate::ReplyHandle) |
+//! | `client.echo(req).await` | `client.echo_async(req).await` (any executor; the request is on the wire before the first poll), or the blocking `client.echo(req)` |
 //! | `Request<T>` / `Response<T>` | the message itself; the request's metadata is in the `Context` (peer address, deadline, the ORB) |
 //! | `Server::builder().add_service(EchoServer::new(svc)).serve(addr)` | `let orb = Orb::builder().listen(addr).build()?; let obj = orb.activate("echo", EchoSkeleton::new(svc));` |
 //! | one service per path, routed by `/pkg.Service/Method` | any number of *objects* per ORB, each under its own key; a call names the object and the operation |
@@ -56,5 +57,6 @@
 //! - No HTTP/2: browsers, gRPC-Web and gRPC load balancers do not speak GIOP.
 //! - No streaming RPCs. Model a stream as a callback object: the client passes a reference to
 //!   its listener, and the server calls it once per item.
-//! - Blocking methods. Call them from async code with `tokio::task::spawn_blocking`, or give
-//!   the ORB its own pool threads and call from a dedicated thread.
+//! - An async servant trait. Servant methods are plain functions run by the ORB's threads; a
+//!   servant that must await something takes a [`ReplyHandle`](crate::ReplyHandle) with
+//!   `ctx.defer()?`, returns, and answers later from a task.
