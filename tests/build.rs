@@ -1,3 +1,3 @@
 fn main() {
-    orb_codegen::compile_protos(&["proto/orbtest.proto"], &["proto"]).unwrap();
+    protorb_codegen::compile_protos(&["proto/orbtest.proto"], &["proto"]).unwrap();
 }

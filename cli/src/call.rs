@@ -1,17 +1,17 @@
 //! `orb call` and `orb idl`: dynamic invocation from a .proto, JSON in and out (as grpcurl),
 //! and the CORBA IDL export.
 //!
-//! The .proto is compiled in process with `orb_idl` (protox: no protoc), which gives the
+//! The .proto is compiled in process with `protorb_idl` (protox: no protoc), which gives the
 //! descriptor pool for prost-reflect's dynamic messages and the interface model: the wire
 //! operation name, oneway, and the user exceptions with their repository ids. The request goes
 //! out as the runtime's generated stubs send it: the protobuf bytes as the one octet-sequence
 //! parameter ([`ObjectProxy::invoke`]).
 
 use crate::Error;
-use orb::{Exception, ObjectProxy, SystemException, UserException};
-use orb_idl::{Compiled, Method, Options, Service};
 use prost::Message as _;
 use prost_reflect::{DynamicMessage, MessageDescriptor, SerializeOptions};
+use protorb::{Exception, ObjectProxy, SystemException, UserException};
+use protorb_idl::{Compiled, Method, Options, Service};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -54,7 +54,7 @@ pub fn compile(protos: &[PathBuf], includes: &[PathBuf]) -> Result<Compiled, Fai
             }
         }
     }
-    let compiled = orb_idl::compile(protos, &dirs, &Options::new().skip_streaming(true))
+    let compiled = protorb_idl::compile(protos, &dirs, &Options::new().skip_streaming(true))
         .map_err(|e| usage(format!("cannot compile the .proto: {e}")))?;
     for s in &compiled.model.skipped {
         eprintln!("orb: note: {s}");

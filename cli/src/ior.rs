@@ -3,11 +3,11 @@
 //! and hex), each tagged component (known tags named and decoded, unknown ones as hex), and
 //! other profiles by tag and length.
 //!
-//! The reference is parsed by `orb::ObjectRef::parse`; the component bodies, which the ORB keeps
-//! raw, are read with `orb::cdr::CdrReader`, which checks every length against the bytes left.
+//! The reference is parsed by `protorb::ObjectRef::parse`; the component bodies, which the ORB keeps
+//! raw, are read with `protorb::cdr::CdrReader`, which checks every length against the bytes left.
 
-use orb::cdr::CdrReader;
-use orb::{ObjectRef, TaggedComponent};
+use protorb::cdr::CdrReader;
+use protorb::{ObjectRef, TaggedComponent};
 use std::fmt::Write as _;
 
 /// Component tag `TAG_ORB_TYPE`.
@@ -377,7 +377,7 @@ pub fn describe_json(r: &ObjectRef) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use orb::IiopProfile;
+    use protorb::IiopProfile;
 
     fn encap(body: &[u8]) -> Vec<u8> {
         let mut v = vec![0u8]; // big-endian
@@ -420,7 +420,7 @@ mod tests {
     #[test]
     fn text_and_json_show_the_profile() {
         let p = IiopProfile {
-            version: orb::Version { major: 1, minor: 2 },
+            version: protorb::Version { major: 1, minor: 2 },
             host: "example.org".into(),
             port: 2809,
             object_key: bytes_key(),

@@ -1,4 +1,4 @@
-//! `orb`: a command-line tool for the orb ORB and any CORBA peer (omniORB, ...).
+//! `orb`: a command-line tool for the protorb ORB and any CORBA peer (omniORB, ...).
 //!
 //! - `orb ior REF`: decode an `IOR:` string or a `corbaloc:` URL (like omniORB's `catior`);
 //! - `orb ping REF`: call `_non_existent` and time the round trips;
@@ -10,7 +10,7 @@
 //!   `orb: TRANSIENT (minor 0x52420005, completed NO): ...`;
 //! - `orb idl --proto FILE [-I DIR]...`: print the CORBA IDL of the services, for omniORB or
 //!   any other ORB to call or serve them (one `Octets` parameter and result per operation, the
-//!   runtime's repository ids in `#pragma ID`; see `orb_idl::corba`);
+//!   runtime's repository ids in `#pragma ID`; see `protorb_idl::corba`);
 //! - `orb ns --ns HOST:PORT ls|resolve|bind|unbind`: use a CosNaming service (omniNames).
 //!
 //! Exit codes: 0 success; 1 the command failed (bad input, a call failed or raised an
@@ -33,8 +33,8 @@ mod call;
 mod ior;
 
 use clap::{Args, Parser, Subcommand};
-use orb::{ObjectProxy, ObjectRef, Orb, SystemException, SystemExceptionKind};
-use orb_naming::{BindingType, Name, NamingContext, NamingError};
+use protorb::{ObjectProxy, ObjectRef, Orb, SystemException, SystemExceptionKind};
+use protorb_naming::{BindingType, Name, NamingContext, NamingError};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -237,7 +237,7 @@ fn cmd_call(a: &CallArgs) -> Result<ExitCode, call::Failure> {
 
 fn cmd_idl(a: &IdlArgs) -> Result<ExitCode, call::Failure> {
     let compiled = call::compile(&a.proto.protos, &a.proto.includes)?;
-    print!("{}", orb_idl::corba::to_corba_idl(&compiled.model));
+    print!("{}", protorb_idl::corba::to_corba_idl(&compiled.model));
     Ok(ExitCode::SUCCESS)
 }
 

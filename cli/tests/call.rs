@@ -6,8 +6,8 @@
 //! only to fail instead of hanging.
 
 use bytes::Bytes;
-use orb::{Context, Exception, ObjectRef, Orb, Servant, SystemException, UserException};
 use orb_interop::{run, tool, TempDir};
+use protorb::{Context, Exception, ObjectRef, Orb, Servant, SystemException, UserException};
 use std::io::Write as _;
 use std::net::TcpListener;
 use std::process::{Command, Stdio};

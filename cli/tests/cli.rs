@@ -6,8 +6,8 @@
 //! No assertion depends on timing: round-trip times are printed, never compared.
 
 use bytes::Bytes;
-use orb::{Context, Exception, ObjectRef, Orb, Servant, SystemException};
 use orb_interop::{tool, OmniNames};
+use protorb::{Context, Exception, ObjectRef, Orb, Servant, SystemException};
 use std::io::Write as _;
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
@@ -279,10 +279,10 @@ fn ns_bind_resolve_ls_unbind_against_omninames() {
     assert_eq!(ls.code, Some(0), "{ls:?}");
     assert!(!ls.stdout.contains("echo.svc"), "{ls:?}");
 
-    // A context (made through orb-naming): `ls` marks it with a slash, `ls NAME` lists it.
+    // A context (made through protorb-naming): `ls` marks it with a slash, `ls NAME` lists it.
     let client = Orb::builder().no_listen().threads(0).build().expect("orb");
-    let root = orb_naming::NamingContext::at(&client, "127.0.0.1", names.port);
-    root.bind_new_context(&orb_naming::Name::simple("dev", ""))
+    let root = protorb_naming::NamingContext::at(&client, "127.0.0.1", names.port);
+    root.bind_new_context(&protorb_naming::Name::simple("dev", ""))
         .expect("bind_new_context");
     let bind = orb(&["ns", "--ns", &ns, "bind", "dev/echo.svc", &ior]);
     assert_eq!(bind.code, Some(0), "{bind:?}");

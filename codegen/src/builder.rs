@@ -2,7 +2,7 @@
 
 use crate::gen::GenOptions;
 use crate::service_generator::Generator;
-use orb_idl::{Model, Options, OBJECT_REF_PROTO_PATH, OBJECT_REF_RUST_PATH};
+use protorb_idl::{Model, Options, OBJECT_REF_PROTO_PATH, OBJECT_REF_RUST_PATH};
 use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -101,7 +101,7 @@ impl Builder {
 
     /// Uses Rust types generated elsewhere for messages under `proto_path` (fully qualified,
     /// `.pkg` or `.pkg.Msg`), as prost-build's `Config::extern_path`. `.orb.ObjectRef` →
-    /// `::orb::ObjectRef` is always there.
+    /// `::protorb::ObjectRef` is always there.
     #[must_use]
     pub fn extern_path(
         mut self,
@@ -282,7 +282,7 @@ impl Builder {
         for (proto, rust) in &self.extern_paths {
             options = options.extern_path(proto.clone(), rust.clone());
         }
-        let compiled = orb_idl::compile(protos, includes, &options)
+        let compiled = protorb_idl::compile(protos, includes, &options)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
 
         // Inputs and imports as read from disk (built-in files have no path).

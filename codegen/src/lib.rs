@@ -7,19 +7,19 @@
 //!
 //! ```toml
 //! [dependencies]
-//! orb = "0.1"
+//! protorb = "0.1"
 //! prost = "0.14"
 //! prost-types = "0.14"   # if the .proto files use google.protobuf types
 //!
 //! [build-dependencies]
-//! orb-codegen = "0.1"
+//! protorb-codegen = "0.1"
 //! ```
 //!
 //! `build.rs` (no `protoc` needed: protox parses the files):
 //!
 //! ```no_run
 //! fn main() -> std::io::Result<()> {
-//!     orb_codegen::compile_protos(&["proto/echo.proto"], &["proto"])
+//!     protorb_codegen::compile_protos(&["proto/echo.proto"], &["proto"])
 //! }
 //! ```
 //!
@@ -42,7 +42,7 @@
 //! - `pub trait Echo: Send + Sync + 'static` with
 //!   `fn echo(&self, ctx: &Context, req: Msg) -> Result<Msg, Exception>`: the servant trait,
 //!   carrying the proto comments; also implemented for `Arc<T>`.
-//! - `pub struct EchoSkeleton<T: Echo>(pub T)`: implements `orb::Servant` (dispatch by
+//! - `pub struct EchoSkeleton<T: Echo>(pub T)`: implements `protorb::Servant` (dispatch by
 //!   operation name; MARSHAL for undecodable requests, BAD_OPERATION for unknown operations);
 //!   `new`, `into_servant() -> Arc<dyn Servant>`, `REPOSITORY_ID`.
 //! - `pub struct EchoClient`: the stub. `new(&orb, obj)` (unchecked), `narrow(&orb, obj)`
@@ -72,7 +72,7 @@
 //! allow `deprecated`, so only the user's own uses warn. (prost marks deprecated fields and
 //! enum values; it leaves messages unmarked.)
 //!
-//! Object references travel in messages as `orb.ObjectRef`, mapped to `orb::ObjectRef`.
+//! Object references travel in messages as `orb.ObjectRef`, mapped to `protorb::ObjectRef`.
 //!
 //! # Options
 //!
@@ -87,7 +87,7 @@
 //!
 //! ```no_run
 //! fn main() -> std::io::Result<()> {
-//!     orb_codegen::configure()
+//!     protorb_codegen::configure()
 //!         .build_client(false)
 //!         .generate_default_stubs(true)
 //!         .type_attribute(".demo.Msg", "#[derive(Eq, Hash)]")
@@ -112,5 +112,5 @@ pub use builder::{compile_protos, configure, Builder, Report};
 pub use gen::{
     generate_service, generate_service_with, service_tokens, service_tokens_with, GenOptions,
 };
-pub use orb_idl as idl;
+pub use protorb_idl as idl;
 pub use service_generator::Generator;

@@ -3,15 +3,15 @@
 //! code to the package's module.
 
 use crate::gen::{generate_service_with, GenOptions};
-use orb_idl::{Model, Service};
+use protorb_idl::{Model, Service};
 use std::collections::HashMap;
 
 /// Generates servant traits, skeletons and clients for prost-build.
 ///
 /// [`Builder`](crate::Builder) installs it; install it yourself with
 /// `prost_build::Config::service_generator` when you drive prost-build directly (build the
-/// model from the same descriptors, e.g. with `orb_idl::compile`, and remember
-/// `extern_path(".orb.ObjectRef", "::orb::ObjectRef")`).
+/// model from the same descriptors, e.g. with `protorb_idl::compile`, and remember
+/// `extern_path(".orb.ObjectRef", "::protorb::ObjectRef")`).
 #[derive(Debug, Default)]
 pub struct Generator {
     services: HashMap<(String, String), Service>,
@@ -42,7 +42,7 @@ impl prost_build::ServiceGenerator for Generator {
         let key = (service.package.clone(), service.proto_name.clone());
         let Some(model) = self.services.get(&key) else {
             let msg = format!(
-                "orb-codegen has no model for service `{}` in package `{}`",
+                "protorb-codegen has no model for service `{}` in package `{}`",
                 service.proto_name, service.package
             );
             buf.push_str(&format!("::core::compile_error!({msg:?});\n"));

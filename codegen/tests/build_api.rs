@@ -26,7 +26,7 @@ fn streaming_method_fails_the_build_naming_file_service_and_method() {
     let src = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     write(src.path(), "st/feed.proto", FEED);
-    let err = orb_codegen::configure()
+    let err = protorb_codegen::configure()
         .out_dir(out.path())
         .emit_rerun_if_changed(false)
         .compile_protos(&["st/feed.proto"], &[src.path()])
@@ -53,7 +53,7 @@ fn skip_streaming_succeeds_and_reports_skipped_methods() {
     let src = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     write(src.path(), "st/feed.proto", FEED);
-    let report = orb_codegen::configure()
+    let report = protorb_codegen::configure()
         .out_dir(out.path())
         .emit_rerun_if_changed(false)
         .skip_streaming(true)
@@ -96,7 +96,7 @@ fn output_has_only_user_packages_and_the_descriptor_set_keeps_options() {
            }"#,
     );
     let fds = out.path().join("fds.bin");
-    let report = orb_codegen::configure()
+    let report = protorb_codegen::configure()
         .out_dir(out.path())
         .emit_rerun_if_changed(false)
         .file_descriptor_set_path(&fds)
@@ -112,13 +112,13 @@ fn output_has_only_user_packages_and_the_descriptor_set_keeps_options() {
     assert_eq!(report.proto_files, [src.path().join("demo/echo.proto")]);
 
     let code = fs::read_to_string(out.path().join("demo.rs")).unwrap();
-    assert!(code.contains("::orb::ObjectRef"), "{code}");
+    assert!(code.contains("::protorb::ObjectRef"), "{code}");
     assert!(code.contains("pub enum EchoEchoError"), "{code}");
     assert!(code.contains("\"IDL:demo/Oops:1.0\""), "{code}");
 
-    let model = orb_codegen::idl::Model::from_encoded_file_descriptor_set(
+    let model = protorb_codegen::idl::Model::from_encoded_file_descriptor_set(
         &fs::read(&fds).unwrap(),
-        &orb_codegen::idl::Options::new(),
+        &protorb_codegen::idl::Options::new(),
     )
     .unwrap();
     assert_eq!(model, report.model);
@@ -130,7 +130,7 @@ fn parse_errors_are_reported_with_the_file() {
     let src = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     write(src.path(), "bad.proto", "syntax = \"proto3\";\nservice {");
-    let err = orb_codegen::configure()
+    let err = protorb_codegen::configure()
         .out_dir(out.path())
         .emit_rerun_if_changed(false)
         .compile_protos(&["bad.proto"], &[src.path()])
@@ -141,7 +141,7 @@ fn parse_errors_are_reported_with_the_file() {
 
 fn compile_err(protos: &[&Path], includes: &[&Path]) -> String {
     let out = tempfile::tempdir().unwrap();
-    orb_codegen::configure()
+    protorb_codegen::configure()
         .out_dir(out.path())
         .emit_rerun_if_changed(false)
         .compile_protos(protos, includes)
@@ -243,7 +243,7 @@ fn error_positions_name_the_file_relative_to_the_current_directory() {
         (include.join("b2.proto"), tmp.path().join("proto")),
     ] {
         let out = tempfile::tempdir().unwrap();
-        orb_codegen::configure()
+        protorb_codegen::configure()
             .out_dir(out.path())
             .emit_rerun_if_changed(false)
             .compile_protos(&[&input], &[&include])

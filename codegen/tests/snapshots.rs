@@ -2,8 +2,8 @@
 //! `tests/fixtures/*.rs`. On a mismatch the fixture is rewritten and the test fails, so the
 //! change shows up in `git diff` for review (prost-build's approach); run again to pass.
 
-use orb_codegen::idl::{MessageType, Method, Service, UserExceptionType};
-use orb_codegen::{generate_service, generate_service_with, GenOptions};
+use protorb_codegen::idl::{MessageType, Method, Service, UserExceptionType};
+use protorb_codegen::{generate_service, generate_service_with, GenOptions};
 use std::path::Path;
 
 fn assert_snapshot(name: &str, service: &Service) {
@@ -31,7 +31,7 @@ fn msg(full: &str, rust: &str) -> MessageType {
 
 fn method(proto_name: &str, input: MessageType, output: MessageType) -> Method {
     Method {
-        name: orb_codegen::idl::ident::to_snake(proto_name),
+        name: protorb_codegen::idl::ident::to_snake(proto_name),
         proto_name: proto_name.into(),
         input,
         output,
@@ -41,11 +41,11 @@ fn method(proto_name: &str, input: MessageType, output: MessageType) -> Method {
 
 fn service(package: &str, proto_name: &str, methods: Vec<Method>) -> Service {
     Service {
-        name: orb_codegen::idl::ident::to_upper_camel(proto_name),
+        name: protorb_codegen::idl::ident::to_upper_camel(proto_name),
         proto_name: proto_name.into(),
         package: package.into(),
         file: format!("{package}.proto"),
-        repository_id: orb_codegen::idl::repository_id(&format!("{package}.{proto_name}")),
+        repository_id: protorb_codegen::idl::repository_id(&format!("{package}.{proto_name}")),
         docs: Vec::new(),
         deprecated: false,
         methods,
@@ -56,7 +56,7 @@ fn exception(full_name: &str, rust_path: &str) -> UserExceptionType {
     UserExceptionType {
         full_name: full_name.into(),
         rust_path: rust_path.into(),
-        repository_id: orb_codegen::idl::repository_id(full_name),
+        repository_id: protorb_codegen::idl::repository_id(full_name),
     }
 }
 
@@ -82,7 +82,7 @@ fn callback_publisher() {
     );
     let unsubscribe = method(
         "Unsubscribe",
-        msg("orb.ObjectRef", "::orb::ObjectRef"),
+        msg("orb.ObjectRef", "::protorb::ObjectRef"),
         empty(),
     );
     let publisher = service("demo.cb", "Publisher", vec![subscribe, unsubscribe]);

@@ -1,7 +1,7 @@
 fn main() {
     // `bytes` fields as `bytes::Bytes`: decoded payloads are slices of the received frame (no
     // copy of a 1 MiB body), as a user moving large payloads would configure it.
-    orb_codegen::configure()
+    protorb_codegen::configure()
         .bytes(["."])
         .compile_protos(&["proto/bench.proto"], &["proto"])
         .unwrap();

@@ -1,7 +1,7 @@
 //! CORBA exceptions in words, for one-line error messages:
 //! `server not reachable (TRANSIENT): cannot connect to 127.0.0.1:12809: Connection refused`.
 
-use orb::{Exception, SystemException, SystemExceptionKind as K};
+use protorb::{Exception, SystemException, SystemExceptionKind as K};
 
 /// What a system exception kind means to someone running a client, in a few words.
 pub fn in_words(kind: K) -> &'static str {
@@ -48,7 +48,7 @@ mod tests {
 
     #[test]
     fn transient_in_words() {
-        let e = SystemException::transient(orb::minor::CONNECT_FAILED, "connection refused");
+        let e = SystemException::transient(protorb::minor::CONNECT_FAILED, "connection refused");
         assert_eq!(
             describe(&e),
             "server not reachable (TRANSIENT): connection refused"

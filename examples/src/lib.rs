@@ -15,19 +15,19 @@ pub mod process;
 pub mod proto {
     /// `proto/echo.proto`.
     pub mod echo {
-        orb::include_proto!("echo");
+        protorb::include_proto!("echo");
     }
     /// `proto/nested.proto`.
     pub mod nested {
-        orb::include_proto!("nested");
+        protorb::include_proto!("nested");
     }
     /// `proto/observer.proto`.
     pub mod observer {
-        orb::include_proto!("observer");
+        protorb::include_proto!("observer");
     }
     /// `proto/bank.proto`.
     pub mod bank {
-        orb::include_proto!("bank");
+        protorb::include_proto!("bank");
     }
 }
 

@@ -29,13 +29,13 @@
 //! 1 otherwise. B exits when its standard input closes, so it never outlives A.
 
 use clap::Parser;
-use orb::{Exception, ObjectRef, Orb, SystemException, SystemExceptionKind};
 use orb_examples::errors::{describe, describe_exception};
 use orb_examples::process::{Peer, Stop};
 use orb_examples::proto::nested::{
     Hop, Node, NodeClient, NodeSkeleton, PingReply, PingRequest, Trace,
 };
 use orb_examples::{fail, parse_duration, thread_label};
+use protorb::{Exception, ObjectRef, Orb, SystemException, SystemExceptionKind};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -111,7 +111,7 @@ struct NodeServant {
 }
 
 impl Node for NodeServant {
-    fn ping(&self, ctx: &orb::Context, req: PingRequest) -> Result<PingReply, Exception> {
+    fn ping(&self, ctx: &protorb::Context, req: PingRequest) -> Result<PingReply, Exception> {
         if ctx.is_cancelled() || ctx.deadline().is_some_and(|d| Instant::now() >= d) {
             return Err(SystemException::timeout("the caller has given up already").into());
         }
@@ -139,7 +139,7 @@ impl Node for NodeServant {
         waiting_for_reply(|| NodeClient::new(&self.orb, caller).ping(next))
     }
 
-    fn get_trace(&self, _ctx: &orb::Context, _req: ()) -> Result<Trace, Exception> {
+    fn get_trace(&self, _ctx: &protorb::Context, _req: ()) -> Result<Trace, Exception> {
         Ok(Trace {
             hops: self.trace.lock().unwrap().clone(),
         })

@@ -283,7 +283,7 @@ fn exception_package(e: &UserExceptionType, packages: &BTreeSet<&str>) -> String
 /// The CORBA IDL of `model`'s services: see the [module docs](self) for the mapping.
 ///
 /// The text compiles with omniidl. Every declaration carries its repository id, so peers built
-/// from it interoperate with the runtime and with generated `orb` code whatever the IDL
+/// from it interoperate with the runtime and with generated `protorb` code whatever the IDL
 /// identifiers became.
 pub fn to_corba_idl(model: &Model) -> String {
     let packages: BTreeSet<&str> = model.services.iter().map(|s| s.package.as_str()).collect();
@@ -320,7 +320,7 @@ pub fn to_corba_idl(model: &Model) -> String {
          //\n\
          // Every operation takes and returns protobuf bytes as one octet sequence; a user\n\
          // exception carries its protobuf message in `data`. The #pragma IDs are the\n\
-         // repository ids the orb runtime uses: keep them.\n",
+         // repository ids the protorb runtime uses: keep them.\n",
     );
     let mut w = Writer {
         out: &mut out,

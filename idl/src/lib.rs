@@ -1,4 +1,4 @@
-//! The .proto front end of the orb code generator.
+//! The .proto front end of the protorb code generator.
 //!
 //! Loads `.proto` files with [protox](https://docs.rs/protox) (no `protoc` needed) and builds
 //! the interface [`Model`]: services (CORBA interfaces) with their repository ids, and methods
@@ -31,7 +31,7 @@
 //! [`Options::skip_streaming`] is set, in which case they are left out and listed in
 //! [`Model::skipped`]; no two methods of a service map to the same Rust name.
 //!
-//! The code generator (`orb-codegen`) consumes only the model, so a [`Service`] can also be
+//! The code generator (`protorb-codegen`) consumes only the model, so a [`Service`] can also be
 //! built by hand.
 #![warn(missing_docs)]
 
@@ -57,8 +57,8 @@ pub use reflect::{ONEWAY_OPTION, RAISES_OPTION};
 
 /// The proto path of the object reference message, `.orb.ObjectRef`.
 pub const OBJECT_REF_PROTO_PATH: &str = ".orb.ObjectRef";
-/// The Rust type it maps to, `::orb::ObjectRef`.
-pub const OBJECT_REF_RUST_PATH: &str = "::orb::ObjectRef";
+/// The Rust type it maps to, `::protorb::ObjectRef`.
+pub const OBJECT_REF_RUST_PATH: &str = "::protorb::ObjectRef";
 
 /// How to build the model.
 #[derive(Clone, Debug, Default)]

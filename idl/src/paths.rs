@@ -53,7 +53,7 @@ const WELL_KNOWN: &[(&str, &str)] = &[
 
 impl RustPaths {
     /// prost's defaults (the well-known types in `::prost_types`, plus the `orb.ObjectRef` →
-    /// `::orb::ObjectRef` mapping) and the user's `(proto path, rust path)` pairs; proto paths
+    /// `::protorb::ObjectRef` mapping) and the user's `(proto path, rust path)` pairs; proto paths
     /// are fully qualified (`.my.pkg` or `.my.pkg.Type`).
     pub fn new(user: &[(String, String)]) -> Result<Self, String> {
         Self::with_prost_types(user, true)
@@ -197,7 +197,7 @@ mod tests {
             "::prost_types::Timestamp"
         );
         assert_eq!(p.resolve("demo", "google.protobuf.Empty"), "()");
-        assert_eq!(p.resolve("demo", "orb.ObjectRef"), "::orb::ObjectRef");
+        assert_eq!(p.resolve("demo", "orb.ObjectRef"), "::protorb::ObjectRef");
     }
 
     #[test]

@@ -143,7 +143,7 @@ fn types_and_exceptions_from_other_packages() {
     assert_eq!(get.raises[0].rust_path, "super::common::NotFound");
     assert_eq!(get.raises[0].repository_id, "IDL:suite/common/NotFound:1.0");
     let obj = &m.services[0].methods[1];
-    assert_eq!(obj.input.rust_path, "::orb::ObjectRef");
+    assert_eq!(obj.input.rust_path, "::protorb::ObjectRef");
 }
 
 #[test]

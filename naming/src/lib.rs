@@ -1,17 +1,17 @@
-//! `orb-naming`: a small CosNaming client (the OMG Naming Service, as served by omniORB's
+//! `protorb-naming`: a small CosNaming client (the OMG Naming Service, as served by omniORB's
 //! `omniNames`), spoken in plain CDR over GIOP (WIRE-GIOP §7.3).
 //!
 //! It is a crate of its own because it is an *application* of the ORB, not part of it: it is
-//! built only on the `orb` crate's stable public API ([`ObjectProxy::invoke_cdr`] to send a
-//! request with CDR parameters and get the results or a user exception back, [`orb::cdr`] to
+//! built only on the `protorb` crate's stable public API ([`ObjectProxy::invoke_cdr`] to send a
+//! request with CDR parameters and get the results or a user exception back, [`protorb::cdr`] to
 //! encode names and decode results and exceptions), without the `unstable-wire` feature. The
 //! core crate neither knows about it nor gives it anything other users could not have; a
 //! program that does not use a naming service does not build it.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use orb_naming::{Name, NamingContext};
-//! let orb = orb::Orb::builder().build()?;
+//! use protorb_naming::{Name, NamingContext};
+//! let orb = protorb::Orb::builder().build()?;
 //! // The root context of omniNames on 127.0.0.1:2809 (object key `NameService`, GIOP 1.2).
 //! let root = NamingContext::at(&orb, "127.0.0.1", 2809);
 //! let me = orb.reference("IDL:demo/Echo:1.0", "echo".into());
@@ -48,10 +48,10 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 
 use bytes::Bytes;
-use orb::cdr::{
+use protorb::cdr::{
     CdrBody, CdrReader, CdrReply, CdrWriter, DecodeError, DecodeErrorKind, DecodeResultExt,
 };
-use orb::{
+use protorb::{
     minor, CompletionStatus, ObjectProxy, ObjectRef, Orb, SystemException, SystemExceptionKind,
 };
 use std::fmt;
@@ -724,10 +724,10 @@ fn decode_user_exception(id: &str, members: &CdrBody) -> NamingError {
 mod tests {
     use super::*;
     use bytes::BytesMut;
-    use orb::cdr::ByteOrder;
+    use protorb::cdr::ByteOrder;
     // Forging and decoding raw GIOP messages takes the wire layer: these tests (only) build
-    // against the orb crate with its `unstable-wire` feature (see Cargo.toml).
-    use orb::giop::{
+    // against the protorb crate with its `unstable-wire` feature (see Cargo.toml).
+    use protorb::giop::{
         write_request, GiopCodec, Message, RequestHeader, ServiceContextList, TargetAddress,
         Version,
     };
@@ -812,7 +812,7 @@ mod tests {
     #[test]
     fn resolve_reply_decodes_the_inline_ior() {
         // The IOR inline: type id "IDL:demo/Echo:1.0", one IIOP 1.2 profile, no components.
-        let profile = orb::IiopProfile {
+        let profile = protorb::IiopProfile {
             version: Version::V1_2,
             host: "127.0.0.1".into(),
             port: 28090,

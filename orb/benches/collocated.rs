@@ -1,13 +1,13 @@
 //! A collocated call against the same call over loopback: one ORB (one pool thread) calls
 //! an object it serves itself, 64 B each way, with collocation on (the calling thread runs
 //! the servant, no socket) and off (a GIOP round trip over 127.0.0.1, the calling thread
-//! leading the event loop for its reply). `cargo test --benches -p orb` runs each once.
+//! leading the event loop for its reply). `cargo test --benches -p protorb` runs each once.
 //!
-//! Run: `cargo bench -p orb --bench collocated`.
+//! Run: `cargo bench -p protorb --bench collocated`.
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion};
-use orb::{Context, Exception, ObjectProxy, Orb, Servant};
+use protorb::{Context, Exception, ObjectProxy, Orb, Servant};
 use std::hint::black_box;
 use std::time::Duration;
 

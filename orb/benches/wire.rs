@@ -1,6 +1,6 @@
 //! Micro-benchmarks of the wire layer (no sockets, no threads):
 //!
-//! - encoding a GIOP 1.2 Request (`orb::giop::write_request`) with a 64 B and a 1 MiB body,
+//! - encoding a GIOP 1.2 Request (`protorb::giop::write_request`) with a 64 B and a 1 MiB body,
 //!   shaped as the ORB sends it (object key, operation, a deadline service context, the body as
 //!   one `sequence<octet>`);
 //! - decoding it with `GiopCodec` (`tokio_util::codec::Decoder`) down to the parameter octets
@@ -9,17 +9,17 @@
 //!
 //! The setup asserts that decoding does not copy the body: the decoded `Body.bytes` and the
 //! parameter octets point into the frame buffer that was handed to the codec. `cargo test
-//! --benches -p orb` runs each benchmark once, checks included.
+//! --benches -p protorb` runs each benchmark once, checks included.
 //!
-//! Run: `cargo bench -p orb --bench wire`.
+//! Run: `cargo bench -p protorb --bench wire`.
 
 use bytes::{Bytes, BytesMut};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use orb::giop::{
+use protorb::giop::{
     write_request, Deadline, GiopCodec, Message, RequestHeader, ServiceContextList, TargetAddress,
     Version, DEFAULT_MAX_MESSAGE_SIZE,
 };
-use orb::ObjectRef;
+use protorb::ObjectRef;
 use std::hint::black_box;
 use std::time::Duration;
 use tokio_util::codec::Decoder;

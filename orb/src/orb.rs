@@ -23,7 +23,7 @@ use std::time::Duration;
 /// Builds an [`Orb`].
 ///
 /// ```
-/// let orb = orb::Orb::builder().threads(1).build().unwrap();
+/// let orb = protorb::Orb::builder().threads(1).build().unwrap();
 /// assert!(orb.listen_addrs()[0].ip().is_loopback());
 /// orb.shutdown();
 /// ```
@@ -411,12 +411,12 @@ impl Context {
     /// ([`Orb::object_to_string`]) without having to be built with an ORB in hand:
     ///
     /// ```
-    /// fn whoami(ctx: &orb::Context) -> Option<String> {
+    /// fn whoami(ctx: &protorb::Context) -> Option<String> {
     ///     let orb = ctx.orb()?;
     ///     let me = orb.reference("IDL:demo/Echo:1.0", ctx.object_key().clone());
     ///     Some(orb.object_to_string(&me))
     /// }
-    /// assert_eq!(whoami(&orb::Context::for_test("op")), None);
+    /// assert_eq!(whoami(&protorb::Context::for_test("op")), None);
     /// ```
     ///
     /// The handle returned is an ordinary [`Orb`], a strong one: resolving it costs two

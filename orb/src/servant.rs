@@ -221,7 +221,7 @@ impl Context {
     ///
     /// ```
     /// use bytes::Bytes;
-    /// use orb::{Context, Exception, Servant};
+    /// use protorb::{Context, Exception, Servant};
     ///
     /// struct Later;
     ///

@@ -1,6 +1,6 @@
 //! Synchronisation primitives of the Leader/Followers pool and of the connections'
 //! back-pressure gates, swappable for loom's model-checked ones
-//! (`RUSTFLAGS="--cfg orb_loom" cargo test -p orb --lib loom`), as tokio does.
+//! (`RUSTFLAGS="--cfg orb_loom" cargo test -p protorb --lib loom`), as tokio does.
 
 #[cfg(not(orb_loom))]
 pub(crate) use std::sync::{

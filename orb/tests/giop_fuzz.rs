@@ -12,14 +12,14 @@
 //! cases (and `GIOP_FUZZ_SEED` for another seed).
 
 use bytes::{Bytes, BytesMut};
-use orb::cdr::{ByteOrder, CdrWriter};
-use orb::giop::{
+use protorb::cdr::{ByteOrder, CdrWriter};
+use protorb::giop::{
     write_cancel_request, write_close_connection, write_locate_reply, write_locate_request,
     write_message_error, write_reply, write_request, BiDirListenPoints, Body, Deadline, Frame,
     FrameError, GiopCodec, Header, LocateStatus, Message, MsgType, ReplyHeader, ReplyStatus,
     Request, RequestHeader, ServiceContextList, TargetAddress, Version,
 };
-use orb::ObjectRef;
+use protorb::ObjectRef;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 use tokio_util::codec::{Decoder, Encoder};

@@ -3,14 +3,14 @@
 //! our encoder reproduces it byte for byte (with garbage padding zeroed).
 
 use bytes::{Bytes, BytesMut};
-use orb::cdr::{ByteOrder, CdrReader, CdrWriter};
-use orb::giop::{
+use protorb::cdr::{ByteOrder, CdrReader, CdrWriter};
+use protorb::giop::{
     decode_system_exception, encode_system_exception, write_locate_reply, write_locate_request,
     write_reply, write_request, BiDirListenPoints, Frame, FrameError, GiopCodec, Header,
     LocateStatus, Message, MsgType, ReplyHeader, ReplyStatus, Request, RequestHeader,
     ServiceContext, ServiceContextList, TargetAddress, Version,
 };
-use orb::{CompletionStatus, ObjectRef, SystemException, SystemExceptionKind};
+use protorb::{CompletionStatus, ObjectRef, SystemException, SystemExceptionKind};
 use tokio_util::codec::{Decoder, Encoder};
 
 /// Parses a hex dump: pairs of hex digits; whitespace and `|` separate and are ignored.
@@ -319,7 +319,7 @@ fn fragmented_request() -> (Vec<u8>, Vec<u8>) {
                 let mut b = BytesMut::new();
                 let mut w = CdrWriter::with_offset(&mut b, ByteOrder::Little, 88);
                 w.write_octets(&big_argument());
-                orb::giop::Body {
+                protorb::giop::Body {
                     bytes: b.freeze(),
                     offset: 88,
                     order: ByteOrder::Little,

@@ -2,13 +2,13 @@
 //! (WIRE-GIOP §1.3, §4).
 
 use bytes::{Bytes, BytesMut};
-use orb::cdr::{encapsulate, ByteOrder, CdrReader, CdrWriter, DecodeErrorKind};
-use orb::{
+use proptest::prelude::*;
+use prost::Message as _;
+use protorb::cdr::{encapsulate, ByteOrder, CdrReader, CdrWriter, DecodeErrorKind};
+use protorb::{
     minor, IiopProfile, IorError, ObjectRef, SystemException, SystemExceptionKind, TaggedComponent,
     TaggedProfile, Version,
 };
-use proptest::prelude::*;
-use prost::Message as _;
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures

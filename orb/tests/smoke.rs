@@ -1,7 +1,7 @@
 //! End-to-end smoke test of the runtime with a hand-written servant (no code generation).
 
 use bytes::Bytes;
-use orb::{Context, Exception, ObjectProxy, Orb, Servant};
+use protorb::{Context, Exception, ObjectProxy, Orb, Servant};
 
 struct Upper;
 
@@ -12,7 +12,7 @@ impl Servant for Upper {
     fn dispatch(&self, op: &str, body: Bytes, _ctx: &Context) -> Result<Bytes, Exception> {
         match op {
             "upper" => Ok(Bytes::from(body.to_ascii_uppercase())),
-            _ => Err(orb::SystemException::bad_operation(op).into()),
+            _ => Err(protorb::SystemException::bad_operation(op).into()),
         }
     }
 }

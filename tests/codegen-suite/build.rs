@@ -1,4 +1,4 @@
-//! Compiles the suite's .proto files with orb-codegen, as a user's build script would.
+//! Compiles the suite's .proto files with protorb-codegen, as a user's build script would.
 //!
 //! Besides the default build (`proto/suite`, `proto/plain.proto`), the `proto/extras` files
 //! exercise the Builder's options, each compilation on its own package, since prost writes a
@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 fn main() -> std::io::Result<()> {
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR is set"));
-    orb_codegen::configure()
+    protorb_codegen::configure()
         .file_descriptor_set_path(out_dir.join("suite.fds"))
         .compile_protos(
             &[
@@ -27,7 +27,7 @@ fn main() -> std::io::Result<()> {
             &["proto"],
         )?;
 
-    orb_codegen::configure()
+    protorb_codegen::configure()
         // prost derives Eq and Hash itself where every field allows them (Point, the oneof);
         // Shape needs its map as a BTreeMap for them.
         .message_attribute(".extras.attrs.Shape", "#[derive(Eq, Hash)]")
@@ -41,14 +41,14 @@ fn main() -> std::io::Result<()> {
         .boxed(".extras.attrs.Shape.origin")
         .compile_protos(&["proto/extras/attrs.proto"], &["proto"])?;
 
-    orb_codegen::configure()
+    protorb_codegen::configure()
         .generate_default_stubs(true)
         .compile_protos(&["proto/extras/library.proto"], &["proto"])?;
 
     for (dir, server, client) in [("server_only", true, false), ("client_only", false, true)] {
         let out = out_dir.join(dir);
         std::fs::create_dir_all(&out)?;
-        orb_codegen::configure()
+        protorb_codegen::configure()
             .out_dir(&out)
             .build_server(server)
             .build_client(client)
@@ -57,7 +57,7 @@ fn main() -> std::io::Result<()> {
 
     let wkt = out_dir.join("wkt");
     std::fs::create_dir_all(&wkt)?;
-    orb_codegen::configure()
+    protorb_codegen::configure()
         .out_dir(&wkt)
         .compile_well_known_types(true)
         .compile_protos(&["proto/extras/clock.proto"], &["proto"])

@@ -1,6 +1,6 @@
 //! Builds the omniORB C++ peers (`interop_client`, `interop_server`) with omniidl and a C++
 //! compiler, into `OUT_DIR`, from:
-//! - `proto/interop.proto`, exported to IDL with `orb_idl::corba::to_corba_idl` (as `orb idl`
+//! - `proto/interop.proto`, exported to IDL with `protorb_idl::corba::to_corba_idl` (as `orb idl`
 //!   does) into `OUT_DIR/idl/interop_proto.idl`: `Octets`, `Oops`, `Echo`, `Callback`;
 //! - `idl/interop.idl`, which includes it and adds what a .proto cannot express;
 //! - `cpp/*.cc`.
@@ -40,14 +40,14 @@ fn main() {
     if let Err(e) = std::fs::create_dir_all(&gen) {
         panic!("cannot create {}: {e}", gen.display());
     }
-    let compiled = orb_idl::compile(
+    let compiled = protorb_idl::compile(
         &["interop.proto"],
         &[manifest.join("proto")],
-        &orb_idl::Options::new(),
+        &protorb_idl::Options::new(),
     )
     .unwrap_or_else(|e| panic!("proto/interop.proto: {e}"));
     let exported = gen.join("interop_proto.idl");
-    if let Err(e) = std::fs::write(&exported, orb_idl::corba::to_corba_idl(&compiled.model)) {
+    if let Err(e) = std::fs::write(&exported, protorb_idl::corba::to_corba_idl(&compiled.model)) {
         panic!("cannot write {}: {e}", exported.display());
     }
     match build(&manifest, &out) {

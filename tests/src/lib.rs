@@ -22,11 +22,15 @@ pub struct EchoServant {
 }
 
 impl Echo for Arc<EchoServant> {
-    fn echo(&self, _ctx: &orb::Context, req: Payload) -> Result<Payload, orb::Exception> {
+    fn echo(&self, _ctx: &protorb::Context, req: Payload) -> Result<Payload, protorb::Exception> {
         Ok(req)
     }
 
-    fn sleep(&self, ctx: &orb::Context, req: SleepRequest) -> Result<SleepReply, orb::Exception> {
+    fn sleep(
+        &self,
+        ctx: &protorb::Context,
+        req: SleepRequest,
+    ) -> Result<SleepReply, protorb::Exception> {
         let until = Instant::now() + Duration::from_millis(req.millis.into());
         while Instant::now() < until {
             if ctx.is_cancelled() {
@@ -38,18 +42,18 @@ impl Echo for Arc<EchoServant> {
         Ok(SleepReply { cancelled: false })
     }
 
-    fn panic(&self, _ctx: &orb::Context, _req: ()) -> Result<(), orb::Exception> {
+    fn panic(&self, _ctx: &protorb::Context, _req: ()) -> Result<(), protorb::Exception> {
         panic!("servant panics on purpose");
     }
 
-    fn notify(&self, _ctx: &orb::Context, req: Payload) -> Result<(), orb::Exception> {
+    fn notify(&self, _ctx: &protorb::Context, req: Payload) -> Result<(), protorb::Exception> {
         self.notified.lock().unwrap().push(req);
         Ok(())
     }
 
     fn withdraw(
         &self,
-        _ctx: &orb::Context,
+        _ctx: &protorb::Context,
         req: WithdrawRequest,
     ) -> Result<Balance, EchoWithdrawError> {
         let mut b = self.balance.lock().unwrap();
@@ -68,12 +72,16 @@ impl Echo for Arc<EchoServant> {
 /// A node of the nested ping-pong: calls the peer back until depth 0.
 pub struct NodeServant {
     pub name: &'static str,
-    pub orb: orb::Orb,
-    pub me: Mutex<Option<orb::ObjectRef>>,
+    pub orb: protorb::Orb,
+    pub me: Mutex<Option<protorb::ObjectRef>>,
 }
 
 impl Node for Arc<NodeServant> {
-    fn ping(&self, _ctx: &orb::Context, req: PingRequest) -> Result<PingReply, orb::Exception> {
+    fn ping(
+        &self,
+        _ctx: &protorb::Context,
+        req: PingRequest,
+    ) -> Result<PingReply, protorb::Exception> {
         let here = format!("{}@{:?}", self.name, std::thread::current().id());
         if req.depth == 0 {
             std::thread::sleep(std::time::Duration::from_micros(req.sleep_micros.into()));
@@ -97,7 +105,7 @@ impl Node for Arc<NodeServant> {
 }
 
 /// Activates a node servant in `orb` and returns its reference.
-pub fn activate_node(orb: &orb::Orb, name: &'static str) -> orb::ObjectRef {
+pub fn activate_node(orb: &protorb::Orb, name: &'static str) -> protorb::ObjectRef {
     let servant = Arc::new(NodeServant {
         name,
         orb: orb.clone(),
@@ -109,7 +117,7 @@ pub fn activate_node(orb: &orb::Orb, name: &'static str) -> orb::ObjectRef {
 }
 
 /// Activates an echo servant under key `echo`.
-pub fn activate_echo(orb: &orb::Orb) -> (Arc<EchoServant>, orb::ObjectRef) {
+pub fn activate_echo(orb: &protorb::Orb) -> (Arc<EchoServant>, protorb::ObjectRef) {
     let s = Arc::new(EchoServant::default());
     let r = orb.activate(&b"echo"[..], EchoSkeleton::new(s.clone()));
     (s, r)
@@ -134,7 +142,7 @@ pub enum EchoFailure {
     /// The reply was for another call.
     WrongReply(u32),
     /// The call raised this.
-    Exception(orb::Exception),
+    Exception(protorb::Exception),
 }
 
 impl std::fmt::Display for EchoFailure {

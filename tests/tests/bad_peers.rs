@@ -16,14 +16,14 @@ fn read_all(s: &mut TcpStream) -> Vec<u8> {
 
 #[test]
 fn server_survives_bad_peers() {
-    let server = orb::Orb::builder()
+    let server = protorb::Orb::builder()
         .threads(2)
         .max_message_size(1 << 20)
         .build()
         .unwrap();
     let (_s, r) = activate_echo(&server);
     let addr = server.listen_addrs()[0];
-    let client_orb = orb::Orb::builder().threads(0).build().unwrap();
+    let client_orb = protorb::Orb::builder().threads(0).build().unwrap();
     let good = EchoClient::new(&client_orb, r);
     let check = |i: u32| {
         let reply = good

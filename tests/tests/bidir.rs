@@ -8,8 +8,12 @@ use orb_tests::orbtest::{NodeClient, PingRequest};
 /// A offers (or not) and calls B, which accepts (or not) and calls A back with the reference
 /// A sent; returns (A opened, A accepted, B opened, B accepted).
 fn run(offer: bool, accept: bool) -> (u64, u64, u64, u64) {
-    let a = orb::Orb::builder().threads(0).bidir(offer).build().unwrap();
-    let b = orb::Orb::builder()
+    let a = protorb::Orb::builder()
+        .threads(0)
+        .bidir(offer)
+        .build()
+        .unwrap();
+    let b = protorb::Orb::builder()
         .threads(1)
         .bidir_accept(accept)
         .build()

@@ -4,11 +4,11 @@
 //! over loopback instead. Timeouts are hang guards, except where a test exceeds one on
 //! purpose.
 
-use orb::{minor, Context, Exception, ObjectProxy, SystemExceptionKind};
 use orb_tests::orbtest::{
     Balance, Echo, EchoClient, EchoSkeleton, EchoWithdrawError, InsufficientFunds, Payload,
     SleepReply, SleepRequest, WithdrawRequest,
 };
+use protorb::{minor, Context, Exception, ObjectProxy, SystemExceptionKind};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -66,8 +66,8 @@ impl Echo for Observer {
     }
 }
 
-fn setup(collocation: bool) -> (orb::Orb, Arc<Observer>, EchoClient) {
-    let orb = orb::Orb::builder()
+fn setup(collocation: bool) -> (protorb::Orb, Arc<Observer>, EchoClient) {
+    let orb = protorb::Orb::builder()
         .threads(1)
         .collocation(collocation)
         .build()
@@ -127,7 +127,7 @@ fn without_collocation_the_call_goes_over_loopback() {
 fn another_orbs_object_is_not_collocated() {
     let (server, _s, _) = setup(true);
     let r = server.reference("IDL:orbtest/Echo:1.0", "observer".into());
-    let client_orb = orb::Orb::builder().threads(0).build().unwrap();
+    let client_orb = protorb::Orb::builder().threads(0).build().unwrap();
     let seen = echo_seen(&EchoClient::new(&client_orb, r));
     assert!(seen.starts_with("peer=Some("), "{seen}");
     assert_eq!(client_orb.stats().collocated_calls, 0);
@@ -227,7 +227,7 @@ fn a_collocated_deferred_reply_reaches_the_caller() {
 
 #[test]
 fn collocated_nested_calls_run_on_the_calling_thread() {
-    let orb = orb::Orb::builder().threads(1).build().unwrap();
+    let orb = protorb::Orb::builder().threads(1).build().unwrap();
     let a = orb_tests::activate_node(&orb, "a");
     let b = orb_tests::activate_node(&orb, "b");
     let reply = orb_tests::orbtest::NodeClient::new(&orb, a)

@@ -3,12 +3,12 @@
 //! handle answers NO_RESPONSE; an answer for a caller that gave up is dropped and counted.
 //! Timeouts here are hang guards only, except the one a test makes a caller give up with.
 
-use orb::{minor, Context, Exception, ReplyHandle, SystemExceptionKind, TypedReplyHandle};
 use orb_tests::orbtest::{
     Balance, Echo, EchoClient, EchoSkeleton, EchoWithdrawError, InsufficientFunds, Node,
     NodeClient, NodeSkeleton, Payload, PingReply, PingRequest, SleepReply, SleepRequest,
     WithdrawRequest,
 };
+use protorb::{minor, Context, Exception, ReplyHandle, SystemExceptionKind, TypedReplyHandle};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -49,7 +49,7 @@ impl Echo for Deferring {
     fn notify(&self, ctx: &Context, req: Payload) -> Result<(), Exception> {
         let h = ctx.defer()?;
         self.notified.fetch_add(1, Ordering::SeqCst);
-        std::thread::spawn(move || h.reply(orb::codegen::encode(&req)));
+        std::thread::spawn(move || h.reply(protorb::codegen::encode(&req)));
         Ok(())
     }
 
@@ -78,11 +78,14 @@ fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
 }
 
 /// A server ORB with the deferring servant, and a client ORB (no pool thread) with a stub.
-fn setup(server_threads: usize) -> (orb::Orb, Arc<Deferring>, orb::Orb, EchoClient) {
-    let server = orb::Orb::builder().threads(server_threads).build().unwrap();
+fn setup(server_threads: usize) -> (protorb::Orb, Arc<Deferring>, protorb::Orb, EchoClient) {
+    let server = protorb::Orb::builder()
+        .threads(server_threads)
+        .build()
+        .unwrap();
     let servant = Arc::new(Deferring::default());
     let r = server.activate(&b"deferring"[..], EchoSkeleton::new(servant.clone()));
-    let client_orb = orb::Orb::builder().threads(0).build().unwrap();
+    let client_orb = protorb::Orb::builder().threads(0).build().unwrap();
     let client = EchoClient::new(&client_orb, r);
     (server, servant, client_orb, client)
 }
@@ -242,14 +245,14 @@ fn a_oneway_request_may_defer_and_its_answer_goes_nowhere() {
 
 #[test]
 fn shutdown_does_not_wait_forever_for_a_held_handle() {
-    let server = orb::Orb::builder()
+    let server = protorb::Orb::builder()
         .threads(1)
         .shutdown_grace(Duration::from_millis(200))
         .build()
         .unwrap();
     let servant = Arc::new(Deferring::default());
     let r = server.activate(&b"deferring"[..], EchoSkeleton::new(servant.clone()));
-    let client_orb = orb::Orb::builder().threads(0).build().unwrap();
+    let client_orb = protorb::Orb::builder().threads(0).build().unwrap();
     let client = EchoClient::new(&client_orb, r);
     let caller = std::thread::spawn(move || {
         client.sleep_with_timeout(SleepRequest { millis: 0 }, HANG_GUARD)
@@ -277,8 +280,8 @@ fn shutdown_does_not_wait_forever_for_a_held_handle() {
 /// A node that defers each ping and answers it from a thread of its own, which makes the
 /// nested call to the peer first.
 struct DeferringNode {
-    orb: orb::Orb,
-    me: Mutex<Option<orb::ObjectRef>>,
+    orb: protorb::Orb,
+    me: Mutex<Option<protorb::ObjectRef>>,
 }
 
 impl Node for DeferringNode {
@@ -313,7 +316,7 @@ impl Node for DeferringNode {
     }
 }
 
-fn deferring_node(orb: &orb::Orb, name: &str) -> orb::ObjectRef {
+fn deferring_node(orb: &protorb::Orb, name: &str) -> protorb::ObjectRef {
     let n = Arc::new(DeferringNode {
         orb: orb.clone(),
         me: Mutex::new(None),
@@ -325,11 +328,11 @@ fn deferring_node(orb: &orb::Orb, name: &str) -> orb::ObjectRef {
 
 #[test]
 fn nested_callbacks_answered_from_other_threads_with_one_orb_thread_per_side() {
-    let a = orb::Orb::builder().threads(1).build().unwrap();
-    let b = orb::Orb::builder().threads(1).build().unwrap();
+    let a = protorb::Orb::builder().threads(1).build().unwrap();
+    let b = protorb::Orb::builder().threads(1).build().unwrap();
     let ra = deferring_node(&a, "a");
     let rb = deferring_node(&b, "b");
-    let caller = orb::Orb::builder().threads(0).build().unwrap();
+    let caller = protorb::Orb::builder().threads(0).build().unwrap();
     let reply = NodeClient::new(&caller, rb)
         .ping_with_timeout(
             PingRequest {
@@ -351,7 +354,7 @@ fn nested_callbacks_answered_from_other_threads_with_one_orb_thread_per_side() {
 /// value, a conflicting error, is ignored.
 struct AnswersAtOnce;
 
-impl orb::Servant for AnswersAtOnce {
+impl protorb::Servant for AnswersAtOnce {
     fn repository_id(&self) -> &'static str {
         "IDL:orbtest/AnswersAtOnce:1.0"
     }
@@ -363,16 +366,16 @@ impl orb::Servant for AnswersAtOnce {
         ctx: &Context,
     ) -> Result<bytes::Bytes, Exception> {
         ctx.defer()?.reply(body);
-        Err(orb::SystemException::internal("ignored: the request was deferred").into())
+        Err(protorb::SystemException::internal("ignored: the request was deferred").into())
     }
 }
 
 #[test]
 fn an_answer_given_before_dispatch_returns_is_sent_and_the_return_value_ignored() {
-    let server = orb::Orb::builder().threads(1).build().unwrap();
+    let server = protorb::Orb::builder().threads(1).build().unwrap();
     let r = server.activate(&b"at-once"[..], AnswersAtOnce);
-    let client_orb = orb::Orb::builder().threads(0).build().unwrap();
-    let proxy = orb::ObjectProxy::new(&client_orb, r);
+    let client_orb = protorb::Orb::builder().threads(0).build().unwrap();
+    let proxy = protorb::ObjectProxy::new(&client_orb, r);
     for i in 0..20u8 {
         let out = proxy
             .invoke("op", bytes::Bytes::from(vec![i; 3]), Some(HANG_GUARD))

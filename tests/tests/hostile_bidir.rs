@@ -8,11 +8,11 @@ mod hostile_common;
 
 use bytes::{Bytes, BytesMut};
 use hostile_common::wait_until;
-use orb::giop::{
-    write_request, BiDirListenPoints, RequestHeader, ServiceContextList, TargetAddress, Version,
-};
 use orb_tests::activate_echo;
 use orb_tests::orbtest::{EchoClient, Payload};
+use protorb::giop::{
+    write_request, BiDirListenPoints, RequestHeader, ServiceContextList, TargetAddress, Version,
+};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
@@ -26,7 +26,7 @@ struct Attacker {
 }
 
 impl Attacker {
-    fn announce(middle: &orb::Orb, host: &str, port: u16) -> Attacker {
+    fn announce(middle: &protorb::Orb, host: &str, port: u16) -> Attacker {
         let mut s = TcpStream::connect(middle.listen_addrs()[0]).unwrap();
         let before = middle.stats().requests_received;
         s.write_all(&announcement(1, vec![(host.to_string(), port)]))
@@ -83,14 +83,14 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 /// attackers announce the backend's address. Every call must reach the real backend.
 fn scenario(accept: bool) {
     // The backend closes idle connections quickly, so that the middle tier's drops.
-    let backend = orb::Orb::builder()
+    let backend = protorb::Orb::builder()
         .threads(1)
         .idle_timeout(Some(Duration::from_millis(100)))
         .build()
         .unwrap();
     let (_, backend_ref) = activate_echo(&backend);
     let backend_addr = backend.listen_addrs()[0];
-    let middle = orb::Orb::builder()
+    let middle = protorb::Orb::builder()
         .threads(1)
         .bidir_accept(accept)
         .call_timeout(Duration::from_secs(5))
@@ -150,7 +150,7 @@ fn announced_backend_address_receives_nothing_with_bidir_accept() {
 /// them.
 #[test]
 fn announced_listen_points_are_bounded_and_forgotten() {
-    let orb = orb::Orb::builder()
+    let orb = protorb::Orb::builder()
         .threads(1)
         .bidir_accept(true)
         .build()

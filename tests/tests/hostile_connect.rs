@@ -20,9 +20,9 @@
 mod hostile_common;
 
 use hostile_common::wait_until;
-use orb::SystemExceptionKind;
 use orb_tests::orbtest::{EchoClient, NodeClient, Payload, PingRequest};
 use orb_tests::{activate_echo, activate_node, timed_echo};
+use protorb::SystemExceptionKind;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -57,7 +57,7 @@ impl HangingEndpoint {
     }
 
     /// A reference to an object (`key`) at this endpoint.
-    fn reference(&self, orb: &orb::Orb, key: &str) -> orb::ObjectRef {
+    fn reference(&self, orb: &protorb::Orb, key: &str) -> protorb::ObjectRef {
         orb.string_to_object(&format!(
             "corbaloc::1.2@127.0.0.1:{}/{key}",
             self.addr.port()
@@ -104,7 +104,7 @@ fn echo_calls(client: &EchoClient, n: u32) -> (Vec<Duration>, Option<String>) {
     (latencies, None)
 }
 
-fn assert_failed_to_connect<T: std::fmt::Debug>(what: &str, r: &Result<T, orb::Exception>) {
+fn assert_failed_to_connect<T: std::fmt::Debug>(what: &str, r: &Result<T, protorb::Exception>) {
     match r {
         Ok(v) => panic!("{what} succeeded: {v:?}"),
         Err(e) => assert!(
@@ -120,7 +120,7 @@ fn assert_failed_to_connect<T: std::fmt::Debug>(what: &str, r: &Result<T, orb::E
 #[test]
 fn pool_thread_connecting_to_a_hanging_endpoint_still_serves_others() {
     let hanging = HangingEndpoint::new();
-    let server = orb::Orb::builder()
+    let server = protorb::Orb::builder()
         .threads(1)
         .connect_timeout(Duration::from_secs(3))
         .build()
@@ -129,13 +129,21 @@ fn pool_thread_connecting_to_a_hanging_endpoint_still_serves_others() {
     let (_servant, echo_ref) = activate_echo(&server);
 
     // The unrelated client connects first: what is measured is how its requests are served.
-    let other = orb::Orb::builder().threads(1).no_listen().build().unwrap();
+    let other = protorb::Orb::builder()
+        .threads(1)
+        .no_listen()
+        .build()
+        .unwrap();
     let echo = EchoClient::new(&other, echo_ref);
     let (_, warm_up) = echo_calls(&echo, 1);
     assert_eq!(warm_up, None, "warm-up call");
 
     // The ping makes the server's only pool thread call the hanging endpoint.
-    let client = orb::Orb::builder().threads(1).no_listen().build().unwrap();
+    let client = protorb::Orb::builder()
+        .threads(1)
+        .no_listen()
+        .build()
+        .unwrap();
     let peer = hanging.reference(&client, "N");
     let pinger = {
         let client = client.clone();
@@ -182,7 +190,7 @@ fn pool_thread_connecting_to_a_hanging_endpoint_still_serves_others() {
 #[test]
 fn zero_thread_orb_serves_while_a_caller_connects() {
     let hanging = HangingEndpoint::new();
-    let zero = orb::Orb::builder()
+    let zero = protorb::Orb::builder()
         .threads(0)
         .connect_timeout(Duration::from_secs(3))
         .build()
@@ -210,7 +218,11 @@ fn zero_thread_orb_serves_while_a_caller_connects() {
         hanging.connecting() > 0
     });
 
-    let other = orb::Orb::builder().threads(1).no_listen().build().unwrap();
+    let other = protorb::Orb::builder()
+        .threads(1)
+        .no_listen()
+        .build()
+        .unwrap();
     let (latencies, failure) = echo_calls(&EchoClient::new(&other, echo_ref), 20);
     let (r, took) = caller.join().unwrap();
     other.shutdown();
@@ -238,7 +250,7 @@ fn zero_thread_orb_serves_while_a_caller_connects() {
 #[test]
 fn call_to_a_hanging_endpoint_ends_at_its_deadline() {
     let hanging = HangingEndpoint::new();
-    let client = orb::Orb::builder()
+    let client = protorb::Orb::builder()
         .threads(0)
         .no_listen()
         .connect_timeout(Duration::from_secs(10))
@@ -261,7 +273,7 @@ fn call_to_a_hanging_endpoint_ends_at_its_deadline() {
 #[test]
 fn second_caller_to_a_hanging_endpoint_keeps_its_own_deadline() {
     let hanging = HangingEndpoint::new();
-    let client = orb::Orb::builder()
+    let client = protorb::Orb::builder()
         .threads(1)
         .no_listen()
         .connect_timeout(Duration::from_secs(10))

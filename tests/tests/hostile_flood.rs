@@ -12,8 +12,12 @@ use std::time::{Duration, Instant};
 
 const MIB: u64 = 1 << 20;
 
-fn client_orb() -> orb::Orb {
-    orb::Orb::builder().threads(0).no_listen().build().unwrap()
+fn client_orb() -> protorb::Orb {
+    protorb::Orb::builder()
+        .threads(0)
+        .no_listen()
+        .build()
+        .unwrap()
 }
 
 /// Floods `frame` from a socket that never reads, while an unrelated client keeps calling;

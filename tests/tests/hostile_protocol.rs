@@ -3,13 +3,13 @@
 //! connection never sends CloseConnection (only servers may, before 1.2).
 
 use bytes::BytesMut;
-use orb::giop::{
-    write_locate_request, write_reply, GiopCodec, Message, ReplyHeader, ReplyStatus,
-    ServiceContextList, TargetAddress, Version,
-};
 use orb_tests::activate_echo;
 use orb_tests::orbtest::{EchoClient, Payload};
 use prost::Message as _;
+use protorb::giop::{
+    write_locate_request, write_reply, GiopCodec, Message, ReplyHeader, ReplyStatus,
+    ServiceContextList, TargetAddress, Version,
+};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
@@ -51,7 +51,7 @@ fn locate(s: &mut TcpStream, version: Version) {
     s.read_exact(&mut body).unwrap();
 }
 
-fn raw_peer(server: &orb::Orb) -> TcpStream {
+fn raw_peer(server: &protorb::Orb) -> TcpStream {
     let s = TcpStream::connect(server.listen_addrs()[0]).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     s
@@ -60,7 +60,7 @@ fn raw_peer(server: &orb::Orb) -> TcpStream {
 #[test]
 fn server_close_connection_is_written_in_the_connections_version() {
     for version in [Version::V1_0, Version::V1_1, Version::V1_2] {
-        let server = orb::Orb::builder().threads(1).build().unwrap();
+        let server = protorb::Orb::builder().threads(1).build().unwrap();
         let _echo = activate_echo(&server);
         let mut s = raw_peer(&server);
         locate(&mut s, version);
@@ -73,7 +73,7 @@ fn server_close_connection_is_written_in_the_connections_version() {
 #[test]
 fn message_error_is_written_in_the_connections_version() {
     for version in [Version::V1_0, Version::V1_1, Version::V1_2] {
-        let server = orb::Orb::builder().threads(1).build().unwrap();
+        let server = protorb::Orb::builder().threads(1).build().unwrap();
         let _echo = activate_echo(&server);
         let mut s = raw_peer(&server);
         locate(&mut s, version);
@@ -82,7 +82,7 @@ fn message_error_is_written_in_the_connections_version() {
         server.shutdown();
     }
     // A version we do not speak gets MessageError in our highest version.
-    let server = orb::Orb::builder().threads(1).build().unwrap();
+    let server = protorb::Orb::builder().threads(1).build().unwrap();
     let mut s = raw_peer(&server);
     s.write_all(b"GIOP\x01\x05\x01\x00\x00\x00\x00\x00")
         .unwrap();
@@ -137,7 +137,11 @@ fn client_messages(version: Version) -> Vec<u8> {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let server = raw_server(listener);
-    let client = orb::Orb::builder().threads(0).no_listen().build().unwrap();
+    let client = protorb::Orb::builder()
+        .threads(0)
+        .no_listen()
+        .build()
+        .unwrap();
     let target = client
         .string_to_object(&format!(
             "corbaloc:iiop:1.{}@127.0.0.1:{port}/echo",

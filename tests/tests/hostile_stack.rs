@@ -6,10 +6,10 @@
 //! The scenario runs in a child process (this test binary, re-run with an environment
 //! variable), because without the check it ends in SIGSEGV/abort, which no test can catch.
 
-use orb::Exception;
-use orb::{minor, SystemExceptionKind};
 use orb_tests::activate_node;
 use orb_tests::orbtest::{NodeClient, PingRequest};
+use protorb::Exception;
+use protorb::{minor, SystemExceptionKind};
 use std::process::Command;
 
 const CHILD_ENV: &str = "ORB_HOSTILE_STACK_CHILD";
@@ -59,8 +59,8 @@ fn child_scenario() {
         return; // only meaningful in the child process started by the test above
     }
     let small = 1 << 20;
-    let a = orb::Orb::builder().threads(0).build().unwrap();
-    let b = orb::Orb::builder()
+    let a = protorb::Orb::builder().threads(0).build().unwrap();
+    let b = protorb::Orb::builder()
         .threads(1)
         .thread_stack_size(small)
         .build()

@@ -10,10 +10,10 @@
 
 use bytes::{Bytes, BytesMut};
 use futures::future::join_all;
-use orb::giop::{write_reply, Frame, GiopCodec, Message, ReplyHeader, ReplyStatus, Version};
-use orb::{Orb, SystemExceptionKind};
 use orb_tests::orbtest::*;
 use orb_tests::{activate_echo, activate_node, payload};
+use protorb::giop::{write_reply, Frame, GiopCodec, Message, ReplyHeader, ReplyStatus, Version};
+use protorb::{Orb, SystemExceptionKind};
 use std::future::Future;
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -77,7 +77,7 @@ fn assert_send_static<F: Future + Send + 'static>(f: F) -> F {
 #[test]
 fn futures_are_send_static_and_unpin() {
     fn unpin<T: Unpin + Send + 'static>() {}
-    unpin::<orb::ReplyFuture>();
+    unpin::<protorb::ReplyFuture>();
     let (server, client, stub, _) = pair(1);
     let f = assert_send_static(stub.echo_async(msg(0, 0)));
     let g = assert_send_static(stub.echo_async_with_timeout(msg(0, 1), Duration::from_secs(30)));
@@ -324,8 +324,8 @@ fn dropped_future_sends_cancel_and_its_late_reply_is_dropped() {
         let _ = s.read(&mut chunk);
     });
     let client = Orb::builder().threads(1).no_listen().build().unwrap();
-    let target = orb::ObjectRef::new("IDL:orbtest/Echo:1.0", "127.0.0.1", port, &b"k"[..]);
-    let proxy = orb::ObjectProxy::new(&client, target);
+    let target = protorb::ObjectRef::new("IDL:orbtest/Echo:1.0", "127.0.0.1", port, &b"k"[..]);
+    let proxy = protorb::ObjectProxy::new(&client, target);
     drop(proxy.invoke_async("Echo", Bytes::from_static(b"first"), None));
     let second = proxy.invoke_async("Echo", Bytes::from_static(b"second"), None);
     let out = within(60, move || futures::executor::block_on(second)).unwrap();
@@ -454,7 +454,7 @@ fn location_forward_is_followed() {
         s.write_all(&out).unwrap();
         let _ = s.read(&mut chunk);
     });
-    let target = orb::ObjectRef::new(EchoClient::REPOSITORY_ID, "127.0.0.1", port, &b"k"[..]);
+    let target = protorb::ObjectRef::new(EchoClient::REPOSITORY_ID, "127.0.0.1", port, &b"k"[..]);
     let forwarded = EchoClient::new(&client, target);
     let fut = forwarded.echo_async(msg(5, 5));
     let r = within(60, move || futures::executor::block_on(fut));

@@ -1,8 +1,8 @@
 //! Failures a caller must see as the right CORBA exception, quickly, with nothing hanging.
 
-use orb::SystemExceptionKind as K;
 use orb_tests::activate_echo;
 use orb_tests::orbtest::{EchoClient, EchoWithdrawError, Payload, SleepRequest, WithdrawRequest};
+use protorb::SystemExceptionKind as K;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn servant_panic_is_unknown_and_the_next_call_works() {
-    let server = orb::Orb::builder().threads(1).build().unwrap();
+    let server = protorb::Orb::builder().threads(1).build().unwrap();
     let (_s, r) = activate_echo(&server);
-    let client_orb = orb::Orb::builder().threads(0).build().unwrap();
+    let client_orb = protorb::Orb::builder().threads(0).build().unwrap();
     let c = EchoClient::new(&client_orb, r);
     let err = c.panic(()).unwrap_err();
     assert_eq!(err.kind(), Some(K::UNKNOWN), "{err}");
@@ -30,10 +30,10 @@ fn servant_panic_is_unknown_and_the_next_call_works() {
 
 #[test]
 fn user_exception_arrives_typed() {
-    let server = orb::Orb::builder().threads(1).build().unwrap();
+    let server = protorb::Orb::builder().threads(1).build().unwrap();
     let (s, r) = activate_echo(&server);
     *s.balance.lock().unwrap() = 100;
-    let client_orb = orb::Orb::builder().threads(0).build().unwrap();
+    let client_orb = protorb::Orb::builder().threads(0).build().unwrap();
     let c = EchoClient::new(&client_orb, r);
     assert_eq!(
         c.withdraw(WithdrawRequest { amount: 30 }).unwrap().amount,
@@ -51,15 +51,15 @@ fn user_exception_arrives_typed() {
 
 #[test]
 fn unknown_object_and_operation_and_bad_parameters() {
-    let server = orb::Orb::builder().threads(1).build().unwrap();
+    let server = protorb::Orb::builder().threads(1).build().unwrap();
     let (_s, r) = activate_echo(&server);
-    let client_orb = orb::Orb::builder().threads(0).build().unwrap();
+    let client_orb = protorb::Orb::builder().threads(0).build().unwrap();
     let ghost = server.reference("IDL:orbtest/Echo:1.0", bytes::Bytes::from_static(b"ghost"));
     let err = EchoClient::new(&client_orb, ghost.clone())
         .echo(Payload::default())
         .unwrap_err();
     assert_eq!(err.kind(), Some(K::OBJECT_NOT_EXIST), "{err}");
-    let proxy = orb::ObjectProxy::new(&client_orb, r.clone());
+    let proxy = protorb::ObjectProxy::new(&client_orb, r.clone());
     let err = proxy
         .invoke("NoSuchOp", bytes::Bytes::new(), None)
         .unwrap_err();
@@ -71,7 +71,7 @@ fn unknown_object_and_operation_and_bad_parameters() {
     assert!(proxy.is_a("IDL:orbtest/Echo:1.0").unwrap());
     assert!(!proxy.is_a("IDL:orbtest/Node:1.0").unwrap());
     assert!(!proxy.non_existent().unwrap());
-    assert!(orb::ObjectProxy::new(&client_orb, ghost)
+    assert!(protorb::ObjectProxy::new(&client_orb, ghost)
         .non_existent()
         .unwrap());
     client_orb.shutdown();
@@ -86,8 +86,8 @@ fn connect_failure_is_transient() {
         .local_addr()
         .unwrap()
         .port();
-    let client_orb = orb::Orb::builder().threads(0).build().unwrap();
-    let r = orb::ObjectRef::new("IDL:orbtest/Echo:1.0", "127.0.0.1", port, &b"echo"[..]);
+    let client_orb = protorb::Orb::builder().threads(0).build().unwrap();
+    let r = protorb::ObjectRef::new("IDL:orbtest/Echo:1.0", "127.0.0.1", port, &b"echo"[..]);
     let err = EchoClient::new(&client_orb, r)
         .echo(Payload::default())
         .unwrap_err();
@@ -98,9 +98,9 @@ fn connect_failure_is_transient() {
 
 #[test]
 fn timeout_cancels_and_the_connection_keeps_working() {
-    let server = orb::Orb::builder().threads(2).build().unwrap();
+    let server = protorb::Orb::builder().threads(2).build().unwrap();
     let (s, r) = activate_echo(&server);
-    let client_orb = orb::Orb::builder().threads(0).build().unwrap();
+    let client_orb = protorb::Orb::builder().threads(0).build().unwrap();
     let c = EchoClient::new(&client_orb, r);
     let started = Instant::now();
     let err = c
@@ -157,7 +157,7 @@ fn spawn_server(port: u16) -> (Child, String) {
 #[test]
 fn server_killed_mid_call_fails_every_waiter_fast_then_recovers() {
     let (mut child, ior) = spawn_server(0);
-    let client_orb = orb::Orb::builder().threads(0).build().unwrap();
+    let client_orb = protorb::Orb::builder().threads(0).build().unwrap();
     let r = client_orb.string_to_object(&ior).unwrap();
     let port = r.primary().unwrap().port;
     let c = Arc::new(EchoClient::new(&client_orb, r.clone()));
@@ -201,7 +201,7 @@ fn server_killed_mid_call_fails_every_waiter_fast_then_recovers() {
 /// Raises the system exception named by the operation, with or without a detail text.
 struct Raiser;
 
-impl orb::Servant for Raiser {
+impl protorb::Servant for Raiser {
     fn repository_id(&self) -> &'static str {
         "IDL:orbtest/Raiser:1.0"
     }
@@ -209,13 +209,15 @@ impl orb::Servant for Raiser {
         &self,
         operation: &str,
         _body: bytes::Bytes,
-        _ctx: &orb::Context,
-    ) -> Result<bytes::Bytes, orb::Exception> {
+        _ctx: &protorb::Context,
+    ) -> Result<bytes::Bytes, protorb::Exception> {
         Err(match operation {
-            "detail" => orb::SystemException::bad_param(7, "field text must not be empty"),
-            "long" => orb::SystemException::bad_param(8, "é".repeat(10_000)),
-            "bare" => orb::SystemException::new(K::NO_PERMISSION, 3, orb::CompletionStatus::No),
-            _ => return Err(orb::SystemException::bad_operation(operation).into()),
+            "detail" => protorb::SystemException::bad_param(7, "field text must not be empty"),
+            "long" => protorb::SystemException::bad_param(8, "é".repeat(10_000)),
+            "bare" => {
+                protorb::SystemException::new(K::NO_PERMISSION, 3, protorb::CompletionStatus::No)
+            }
+            _ => return Err(protorb::SystemException::bad_operation(operation).into()),
         }
         .into())
     }
@@ -223,11 +225,11 @@ impl orb::Servant for Raiser {
 
 #[test]
 fn a_system_exceptions_text_reaches_the_caller() {
-    let server = orb::Orb::builder().threads(1).build().unwrap();
+    let server = protorb::Orb::builder().threads(1).build().unwrap();
     let raiser = server.activate("raiser", Raiser);
     let (_s, echo) = activate_echo(&server);
-    let client_orb = orb::Orb::builder().threads(0).build().unwrap();
-    let proxy = orb::ObjectProxy::new(&client_orb, raiser);
+    let client_orb = protorb::Orb::builder().threads(0).build().unwrap();
+    let proxy = protorb::ObjectProxy::new(&client_orb, raiser);
     let call = |op: &str| {
         let e = proxy.invoke(op, bytes::Bytes::new(), None).unwrap_err();
         e.as_system().cloned().unwrap_or_else(|| panic!("{e}"))

@@ -2,7 +2,7 @@
 //! another call. The server is scripted on a raw socket with the ORB's own codec (h2-style).
 
 use bytes::{Bytes, BytesMut};
-use orb::giop::{write_reply, Frame, GiopCodec, Message, ReplyHeader, ReplyStatus, Version};
+use protorb::giop::{write_reply, Frame, GiopCodec, Message, ReplyHeader, ReplyStatus, Version};
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::time::Duration;
@@ -53,9 +53,9 @@ fn late_reply_is_dropped_and_counted() {
         std::thread::sleep(Duration::from_millis(200));
     });
 
-    let client = orb::Orb::builder().threads(0).build().unwrap();
-    let target = orb::ObjectRef::new("IDL:orbtest/Echo:1.0", "127.0.0.1", port, &b"k"[..]);
-    let proxy = orb::ObjectProxy::new(&client, target);
+    let client = protorb::Orb::builder().threads(0).build().unwrap();
+    let target = protorb::ObjectRef::new("IDL:orbtest/Echo:1.0", "127.0.0.1", port, &b"k"[..]);
+    let proxy = protorb::ObjectProxy::new(&client, target);
     let err = proxy
         .invoke(
             "Echo",
@@ -63,7 +63,11 @@ fn late_reply_is_dropped_and_counted() {
             Some(Duration::from_millis(100)),
         )
         .unwrap_err();
-    assert_eq!(err.kind(), Some(orb::SystemExceptionKind::TIMEOUT), "{err}");
+    assert_eq!(
+        err.kind(),
+        Some(protorb::SystemExceptionKind::TIMEOUT),
+        "{err}"
+    );
     // The second call must get its own reply, not the late one for the first call.
     let out = proxy
         .invoke(

@@ -14,9 +14,9 @@ fn rand_len(seed: u64) -> usize {
 
 #[test]
 fn sixty_four_threads_share_one_connection() {
-    let server = orb::Orb::builder().threads(2).build().unwrap();
+    let server = protorb::Orb::builder().threads(2).build().unwrap();
     let (_s, r) = activate_echo(&server);
-    let client_orb = orb::Orb::builder().threads(0).build().unwrap();
+    let client_orb = protorb::Orb::builder().threads(0).build().unwrap();
     let client = Arc::new(EchoClient::new(&client_orb, r));
     let threads: u32 = 64;
     let calls: u32 = std::env::var("ORB_TEST_CALLS")
@@ -72,10 +72,10 @@ fn sixty_four_threads_share_one_connection() {
 /// connection the server closed is not used again.
 #[test]
 fn one_thread_two_orbs_one_connection_each() {
-    let server = orb::Orb::builder().threads(1).build().unwrap();
+    let server = protorb::Orb::builder().threads(1).build().unwrap();
     let (_s, r) = activate_echo(&server);
-    let a = orb::Orb::builder().threads(0).build().unwrap();
-    let b = orb::Orb::builder().threads(0).build().unwrap();
+    let a = protorb::Orb::builder().threads(0).build().unwrap();
+    let b = protorb::Orb::builder().threads(0).build().unwrap();
     let (ca, cb) = (EchoClient::new(&a, r.clone()), EchoClient::new(&b, r));
     for call in 0..20u32 {
         for (thread, c) in [(1, &ca), (2, &cb)] {
@@ -100,7 +100,7 @@ fn one_thread_two_orbs_one_connection_each() {
     let port = server.listen_addrs()[0].port();
     server.shutdown();
     drop(server);
-    let again = orb::Orb::builder()
+    let again = protorb::Orb::builder()
         .threads(1)
         .listen(format!("127.0.0.1:{port}"))
         .build()

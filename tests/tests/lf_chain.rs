@@ -42,11 +42,15 @@ struct CallerReport {
 
 #[test]
 fn waiting_caller_runs_no_unrelated_upcall_while_pool_threads_are_idle() {
-    let s = orb::Orb::builder().threads(3).build().unwrap();
+    let s = protorb::Orb::builder().threads(3).build().unwrap();
     let node = activate_node(&s, "S");
-    let r = orb::Orb::builder().threads(1).build().unwrap();
+    let r = protorb::Orb::builder().threads(1).build().unwrap();
     let (_servant, echo_ref) = activate_echo(&r);
-    let c = orb::Orb::builder().threads(1).no_listen().build().unwrap();
+    let c = protorb::Orb::builder()
+        .threads(1)
+        .no_listen()
+        .build()
+        .unwrap();
 
     // Application thread A of S's process: calls R through S's ORB, in a tight loop.
     let stop = Arc::new(AtomicBool::new(false));
@@ -120,9 +124,13 @@ fn waiting_caller_runs_no_unrelated_upcall_while_pool_threads_are_idle() {
 
 #[test]
 fn nested_depth_200_with_one_pool_thread_per_side() {
-    let a = orb::Orb::builder().threads(1).build().unwrap();
-    let b = orb::Orb::builder().threads(1).build().unwrap();
-    let c = orb::Orb::builder().threads(1).no_listen().build().unwrap();
+    let a = protorb::Orb::builder().threads(1).build().unwrap();
+    let b = protorb::Orb::builder().threads(1).build().unwrap();
+    let c = protorb::Orb::builder()
+        .threads(1)
+        .no_listen()
+        .build()
+        .unwrap();
     let a_ref = activate_node(&a, "A");
     let b_ref = activate_node(&b, "B");
     // The chain starts at C: on A and B only the pool thread can serve, so each of them runs

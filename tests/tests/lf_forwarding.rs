@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 fn forward(depth: u32, sleep_micros: u32, client_threads: u32, calls: u32) {
     // The bank demo's shape: 4 threads at the back, 8 in the middle.
-    let backend = orb::Orb::builder().threads(4).build().unwrap();
-    let middle = orb::Orb::builder().threads(8).build().unwrap();
-    let client = orb::Orb::builder()
+    let backend = protorb::Orb::builder().threads(4).build().unwrap();
+    let middle = protorb::Orb::builder().threads(8).build().unwrap();
+    let client = protorb::Orb::builder()
         .threads(0)
         .call_timeout(Duration::from_secs(5))
         .build()

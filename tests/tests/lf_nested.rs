@@ -17,8 +17,8 @@ fn big_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
 #[test]
 fn depth_200_with_zero_and_one_pool_threads() {
     big_stack(|| {
-        let a = orb::Orb::builder().threads(0).build().unwrap();
-        let b = orb::Orb::builder().threads(1).build().unwrap();
+        let a = protorb::Orb::builder().threads(0).build().unwrap();
+        let b = protorb::Orb::builder().threads(1).build().unwrap();
         let a_ref = activate_node(&a, "A");
         let b_ref = activate_node(&b, "B");
         let reply = NodeClient::new(&a, b_ref)
@@ -49,8 +49,8 @@ fn depth_200_with_zero_and_one_pool_threads() {
 
 #[test]
 fn eight_concurrent_chains_of_depth_50() {
-    let a = orb::Orb::builder().threads(0).build().unwrap();
-    let b = orb::Orb::builder().threads(2).build().unwrap();
+    let a = protorb::Orb::builder().threads(0).build().unwrap();
+    let b = protorb::Orb::builder().threads(2).build().unwrap();
     let a_ref = activate_node(&a, "A");
     let b_ref = activate_node(&b, "B");
     let handles: Vec<_> = (0..8)
@@ -80,13 +80,13 @@ fn eight_concurrent_chains_of_depth_50() {
 
 #[test]
 fn without_nested_upcalls_depth_2_times_out_instead_of_hanging() {
-    let a = orb::Orb::builder()
+    let a = protorb::Orb::builder()
         .threads(0)
         .nested_upcalls(false)
         .call_timeout(Duration::from_secs(3))
         .build()
         .unwrap();
-    let b = orb::Orb::builder()
+    let b = protorb::Orb::builder()
         .threads(1)
         .nested_upcalls(false)
         .call_timeout(Duration::from_millis(800))
@@ -102,7 +102,11 @@ fn without_nested_upcalls_depth_2_times_out_instead_of_hanging() {
             sleep_micros: 0,
         })
         .expect_err("classic thread pool deadlocks");
-    assert_eq!(err.kind(), Some(orb::SystemExceptionKind::TIMEOUT), "{err}");
+    assert_eq!(
+        err.kind(),
+        Some(protorb::SystemExceptionKind::TIMEOUT),
+        "{err}"
+    );
     assert!(started.elapsed() < Duration::from_secs(10));
     a.shutdown();
     b.shutdown();

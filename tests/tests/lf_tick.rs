@@ -16,8 +16,8 @@ const LONG_TICK: Duration = Duration::from_millis(1000);
 const SLOW: Duration = Duration::from_millis(2000);
 
 /// A server ORB with two pool threads (a leader and a standby) and `tick`.
-fn server(tick: Option<Duration>) -> orb::Orb {
-    orb::Orb::builder()
+fn server(tick: Option<Duration>) -> protorb::Orb {
+    protorb::Orb::builder()
         .threads(2)
         .standby_tick(tick)
         .build()
@@ -25,8 +25,12 @@ fn server(tick: Option<Duration>) -> orb::Orb {
 }
 
 /// A client ORB whose calling thread leads its own waits.
-fn client() -> orb::Orb {
-    orb::Orb::builder().threads(0).no_listen().build().unwrap()
+fn client() -> protorb::Orb {
+    protorb::Orb::builder()
+        .threads(0)
+        .no_listen()
+        .build()
+        .unwrap()
 }
 
 /// One client, one call at a time, nothing arriving during any upcall: well past the 64
@@ -159,9 +163,9 @@ struct OverlapNode(std::sync::Arc<Overlap>);
 impl orb_tests::orbtest::Node for OverlapNode {
     fn ping(
         &self,
-        _ctx: &orb::Context,
+        _ctx: &protorb::Context,
         req: PingRequest,
-    ) -> Result<orb_tests::orbtest::PingReply, orb::Exception> {
+    ) -> Result<orb_tests::orbtest::PingReply, protorb::Exception> {
         use std::sync::atomic::Ordering::SeqCst;
         if self.0.now.fetch_add(1, SeqCst) > 0 {
             self.0.overlapped.fetch_add(1, SeqCst);

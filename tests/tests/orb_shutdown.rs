@@ -1,12 +1,12 @@
 //! Shutdown while calls are in flight: every caller returns, nothing hangs, no thread or socket
 //! is left, and no request runs twice.
 
-use orb::{minor, CompletionStatus, SystemException, SystemExceptionKind};
 use orb_tests::activate_echo;
 use orb_tests::orbtest::{
     Balance, Echo, EchoClient, EchoSkeleton, EchoWithdrawError, Payload, SleepReply, SleepRequest,
     WithdrawRequest,
 };
+use protorb::{minor, CompletionStatus, SystemException, SystemExceptionKind};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -23,13 +23,13 @@ fn open_fds() -> usize {
 #[test]
 fn server_shutdown_with_16_calls_in_flight() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let server = orb::Orb::builder()
+    let server = protorb::Orb::builder()
         .threads(4)
         .shutdown_grace(Duration::from_secs(2))
         .build()
         .unwrap();
     let (_s, r) = activate_echo(&server);
-    let client_orb = orb::Orb::builder().threads(0).build().unwrap();
+    let client_orb = protorb::Orb::builder().threads(0).build().unwrap();
     let c = Arc::new(EchoClient::new(&client_orb, r));
     let calls: Vec<_> = (0..16)
         .map(|_| {
@@ -55,9 +55,9 @@ fn server_shutdown_with_16_calls_in_flight() {
 fn client_shutdown_wakes_its_waiters_and_leaves_nothing_open() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let before = open_fds();
-    let server = orb::Orb::builder().threads(2).build().unwrap();
+    let server = protorb::Orb::builder().threads(2).build().unwrap();
     let (_s, r) = activate_echo(&server);
-    let client_orb = orb::Orb::builder().threads(2).build().unwrap();
+    let client_orb = protorb::Orb::builder().threads(2).build().unwrap();
     let c = Arc::new(EchoClient::new(&client_orb, r));
     let calls: Vec<_> = (0..16)
         .map(|_| {
@@ -159,28 +159,32 @@ impl StuckServant {
 }
 
 impl Echo for StuckServant {
-    fn echo(&self, _ctx: &orb::Context, req: Payload) -> Result<Payload, orb::Exception> {
+    fn echo(&self, _ctx: &protorb::Context, req: Payload) -> Result<Payload, protorb::Exception> {
         Ok(req)
     }
 
-    fn sleep(&self, _ctx: &orb::Context, _req: SleepRequest) -> Result<SleepReply, orb::Exception> {
+    fn sleep(
+        &self,
+        _ctx: &protorb::Context,
+        _req: SleepRequest,
+    ) -> Result<SleepReply, protorb::Exception> {
         self.runs.fetch_add(1, Ordering::SeqCst);
         self.gate.wait();
         self.finished.fetch_add(1, Ordering::SeqCst);
         Ok(SleepReply { cancelled: false })
     }
 
-    fn panic(&self, _ctx: &orb::Context, _req: ()) -> Result<(), orb::Exception> {
+    fn panic(&self, _ctx: &protorb::Context, _req: ()) -> Result<(), protorb::Exception> {
         Err(SystemException::bad_operation("Panic").into())
     }
 
-    fn notify(&self, _ctx: &orb::Context, _req: Payload) -> Result<(), orb::Exception> {
+    fn notify(&self, _ctx: &protorb::Context, _req: Payload) -> Result<(), protorb::Exception> {
         Ok(())
     }
 
     fn withdraw(
         &self,
-        _ctx: &orb::Context,
+        _ctx: &protorb::Context,
         _req: WithdrawRequest,
     ) -> Result<Balance, EchoWithdrawError> {
         Err(SystemException::bad_operation("Withdraw").into())
@@ -198,10 +202,10 @@ fn free_port() -> u16 {
 
 /// A server ORB listening on 127.0.0.1:`port`, retrying while the port is still taken (by
 /// an ORB being shut down).
-fn server_on(port: u16, grace: Duration) -> orb::Orb {
+fn server_on(port: u16, grace: Duration) -> protorb::Orb {
     let deadline = Instant::now() + PATIENCE;
     loop {
-        match orb::Orb::builder()
+        match protorb::Orb::builder()
             .listen(("127.0.0.1", port))
             .threads(2)
             .shutdown_grace(grace)
@@ -217,9 +221,12 @@ fn server_on(port: u16, grace: Duration) -> orb::Orb {
 /// Calls `sleep` on `r` from a new thread with its own client ORB; the result comes back on
 /// the channel.
 fn call_sleep_in_background(
-    r: &orb::ObjectRef,
-) -> (orb::Orb, mpsc::Receiver<Result<SleepReply, orb::Exception>>) {
-    let client = orb::Orb::builder().threads(0).build().unwrap();
+    r: &protorb::ObjectRef,
+) -> (
+    protorb::Orb,
+    mpsc::Receiver<Result<SleepReply, protorb::Exception>>,
+) {
+    let client = protorb::Orb::builder().threads(0).build().unwrap();
     let stub = EchoClient::new(&client, r.clone());
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -229,7 +236,7 @@ fn call_sleep_in_background(
 }
 
 /// Runs `orb.shutdown()` on a new thread; how long it took comes back on the channel.
-fn shutdown_in_background(orb: &orb::Orb) -> mpsc::Receiver<Duration> {
+fn shutdown_in_background(orb: &protorb::Orb) -> mpsc::Receiver<Duration> {
     let orb = orb.clone();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -298,7 +305,7 @@ fn stuck_upcall_past_grace_fails_comm_failure_maybe_and_runs_once() {
     );
 
     // The restarted server answers a fresh client: a resend would have reached it.
-    let fresh = orb::Orb::builder().threads(0).build().unwrap();
+    let fresh = protorb::Orb::builder().threads(0).build().unwrap();
     let echoed = EchoClient::new(&fresh, r.clone())
         .echo(echo_payload())
         .expect("the restarted server answers");
@@ -330,7 +337,7 @@ fn shutdown_returns_within_grace_though_an_upcall_never_returns() {
     let runs = Arc::new(AtomicUsize::new(0));
     let gate = Arc::new(Gate::default());
     let _release = OpenOnDrop(gate.clone());
-    let server = orb::Orb::builder()
+    let server = protorb::Orb::builder()
         .threads(2)
         .shutdown_grace(Duration::from_millis(200))
         .build()
@@ -379,7 +386,7 @@ fn no_new_upcall_once_shutdown_starts_and_it_returns_when_upcalls_finish() {
     let runs = Arc::new(AtomicUsize::new(0));
     let gate = Arc::new(Gate::default());
     let _release = OpenOnDrop(gate.clone());
-    let server = orb::Orb::builder()
+    let server = protorb::Orb::builder()
         .threads(2)
         .shutdown_grace(grace)
         .build()
@@ -389,7 +396,7 @@ fn no_new_upcall_once_shutdown_starts_and_it_returns_when_upcalls_finish() {
         EchoSkeleton::new(StuckServant::new(&runs, &gate)),
     );
     // The late caller connects before shutdown (the listener closes when it starts).
-    let late_orb = orb::Orb::builder().threads(0).build().unwrap();
+    let late_orb = protorb::Orb::builder().threads(0).build().unwrap();
     let late = EchoClient::new(&late_orb, r.clone());
     assert_eq!(late.echo(echo_payload()).unwrap(), echo_payload());
     let (client, reply) = call_sleep_in_background(&r);
@@ -456,11 +463,11 @@ fn no_new_upcall_once_shutdown_starts_and_it_returns_when_upcalls_finish() {
 #[test]
 fn dropping_the_last_handle_shuts_the_orb_down() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let server = orb::Orb::builder().threads(2).build().unwrap();
+    let server = protorb::Orb::builder().threads(2).build().unwrap();
     let (_s, r) = activate_echo(&server);
     let addr = server.listen_addrs()[0];
     let second = server.clone();
-    let client_orb = orb::Orb::builder().threads(0).build().unwrap();
+    let client_orb = protorb::Orb::builder().threads(0).build().unwrap();
     let c = EchoClient::new(&client_orb, r.clone());
     c.echo(Payload::default())
         .expect("served while a handle is held");
@@ -478,11 +485,11 @@ fn dropping_the_last_handle_shuts_the_orb_down() {
         std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).is_err(),
         "the dropped ORB still accepts connections"
     );
-    let fresh = orb::Orb::builder().threads(0).build().unwrap();
+    let fresh = protorb::Orb::builder().threads(0).build().unwrap();
     let e = EchoClient::new(&fresh, r)
         .echo_with_timeout(Payload::default(), Duration::from_secs(5))
         .expect_err("a dropped ORB served a call");
-    let orb::Exception::System(e) = e else {
+    let protorb::Exception::System(e) = e else {
         panic!("not a system exception: {e:?}")
     };
     assert!(
@@ -501,12 +508,12 @@ fn dropping_the_last_handle_shuts_the_orb_down() {
 #[test]
 fn a_proxy_keeps_its_orb_alive() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let server = orb::Orb::builder().threads(2).build().unwrap();
+    let server = protorb::Orb::builder().threads(2).build().unwrap();
     let (_s, r) = activate_echo(&server);
     let addr = server.listen_addrs()[0];
     let own = EchoClient::new(&server, r.clone());
     drop(server);
-    let client_orb = orb::Orb::builder().threads(0).build().unwrap();
+    let client_orb = protorb::Orb::builder().threads(0).build().unwrap();
     let c = EchoClient::new(&client_orb, r);
     c.echo(Payload::default())
         .expect("an ORB whose proxy lives stopped serving");

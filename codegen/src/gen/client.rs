@@ -7,9 +7,9 @@ use super::{
     CLIENT_RESERVED,
 };
 use crate::gen::servant::servant_result;
-use orb_idl::ident::{sanitize_identifier, to_snake_raw};
-use orb_idl::{Method, Service};
 use proc_macro2::TokenStream;
+use protorb_idl::ident::{sanitize_identifier, to_snake_raw};
+use protorb_idl::{Method, Service};
 use quote::quote;
 
 pub(super) fn client(service: &Service, names: &Names) -> TokenStream {
@@ -40,7 +40,7 @@ pub(super) fn client(service: &Service, names: &Names) -> TokenStream {
         #deprecated
         #[derive(Clone, Debug)]
         pub struct #client {
-            proxy: ::orb::codegen::ObjectProxy,
+            proxy: ::protorb::codegen::ObjectProxy,
         }
 
         impl #client {
@@ -48,14 +48,14 @@ pub(super) fn client(service: &Service, names: &Names) -> TokenStream {
             pub const REPOSITORY_ID: &'static str = #repository_id;
 
             /// A stub for `obj`, without checking its type (see [`narrow`](Self::narrow)).
-            pub fn new(orb: &::orb::codegen::Orb, obj: ::orb::codegen::ObjectRef) -> Self {
+            pub fn new(orb: &::protorb::codegen::Orb, obj: ::protorb::codegen::ObjectRef) -> Self {
                 Self {
-                    proxy: ::orb::codegen::ObjectProxy::new(orb, obj),
+                    proxy: ::protorb::codegen::ObjectProxy::new(orb, obj),
                 }
             }
 
             /// A stub calling through `proxy`, without checking its type.
-            pub fn from_proxy(proxy: ::orb::codegen::ObjectProxy) -> Self {
+            pub fn from_proxy(proxy: ::protorb::codegen::ObjectProxy) -> Self {
                 Self { proxy }
             }
 
@@ -63,21 +63,21 @@ pub(super) fn client(service: &Service, names: &Names) -> TokenStream {
             /// object answers `_is_a` with true. Otherwise BAD_PARAM (or the exception the
             /// `_is_a` call raised).
             pub fn narrow(
-                orb: &::orb::codegen::Orb,
-                obj: ::orb::codegen::ObjectRef,
-            ) -> ::core::result::Result<Self, ::orb::codegen::SystemException> {
+                orb: &::protorb::codegen::Orb,
+                obj: ::protorb::codegen::ObjectRef,
+            ) -> ::core::result::Result<Self, ::protorb::codegen::SystemException> {
                 if obj.is_nil() {
                     return ::core::result::Result::Err(
-                        ::orb::codegen::SystemException::bad_param(0, #nil_fail),
+                        ::protorb::codegen::SystemException::bad_param(0, #nil_fail),
                     );
                 }
-                let proxy = ::orb::codegen::ObjectProxy::new(orb, obj);
+                let proxy = ::protorb::codegen::ObjectProxy::new(orb, obj);
                 if proxy.target().type_id() == Self::REPOSITORY_ID
                     || proxy.is_a(Self::REPOSITORY_ID)?
                 {
                     ::core::result::Result::Ok(Self { proxy })
                 } else {
-                    ::core::result::Result::Err(::orb::codegen::SystemException::bad_param(
+                    ::core::result::Result::Err(::protorb::codegen::SystemException::bad_param(
                         0,
                         ::std::format!(#narrow_fail, proxy.target().type_id()),
                     ))
@@ -85,12 +85,12 @@ pub(super) fn client(service: &Service, names: &Names) -> TokenStream {
             }
 
             /// The object reference this stub calls.
-            pub fn object_ref(&self) -> &::orb::codegen::ObjectRef {
+            pub fn object_ref(&self) -> &::protorb::codegen::ObjectRef {
                 self.proxy.target()
             }
 
             /// The underlying proxy.
-            pub fn proxy(&self) -> &::orb::codegen::ObjectProxy {
+            pub fn proxy(&self) -> &::protorb::codegen::ObjectProxy {
                 &self.proxy
             }
 
@@ -125,18 +125,18 @@ fn client_methods(method: &Method, names: &Names) -> TokenStream {
             #docs
             #allows
             pub fn #plain(&self, req: #input)
-                -> ::core::result::Result<(), ::orb::codegen::SystemException>
+                -> ::core::result::Result<(), ::protorb::codegen::SystemException>
             {
-                self.proxy.invoke_oneway(#op, ::orb::codegen::encode(&req))
+                self.proxy.invoke_oneway(#op, ::protorb::codegen::encode(&req))
             }
 
             #[doc = #timeout_doc]
             #timeout_allows
-            pub fn #with_timeout(&self, req: #input, timeout: ::orb::codegen::Duration)
-                -> ::core::result::Result<(), ::orb::codegen::SystemException>
+            pub fn #with_timeout(&self, req: #input, timeout: ::protorb::codegen::Duration)
+                -> ::core::result::Result<(), ::protorb::codegen::SystemException>
             {
                 self.proxy
-                    .invoke_oneway_with_timeout(#op, ::orb::codegen::encode(&req), timeout)
+                    .invoke_oneway_with_timeout(#op, ::protorb::codegen::encode(&req), timeout)
             }
         };
     }
@@ -160,12 +160,12 @@ fn client_methods(method: &Method, names: &Names) -> TokenStream {
                     .proxy
                     .invoke_message(#op, &req, #timeout)
                     .map_err(|e| match e {
-                        ::orb::codegen::Exception::User(u) => ::orb::codegen::Exception::System(
-                            ::orb::codegen::unexpected_user_exception(u),
+                        ::protorb::codegen::Exception::User(u) => ::protorb::codegen::Exception::System(
+                            ::protorb::codegen::unexpected_user_exception(u),
                         ),
                         e => e,
                     })?;
-                ::orb::codegen::decode_reply(body).map_err(::orb::codegen::Exception::System)
+                ::protorb::codegen::decode_reply(body).map_err(::protorb::codegen::Exception::System)
             }
         } else {
             let error = names.error_enum(method);
@@ -174,7 +174,7 @@ fn client_methods(method: &Method, names: &Names) -> TokenStream {
                     .proxy
                     .invoke_message(#op, &req, #timeout)
                     .map_err(#error::from)?;
-                ::orb::codegen::decode_reply(body).map_err(#error::System)
+                ::protorb::codegen::decode_reply(body).map_err(#error::System)
             }
         }
     };
@@ -190,7 +190,7 @@ fn client_methods(method: &Method, names: &Names) -> TokenStream {
 
         #[doc = #timeout_doc]
         #timeout_allows
-        pub fn #with_timeout(&self, req: #input, timeout: ::orb::codegen::Duration) -> #result {
+        pub fn #with_timeout(&self, req: #input, timeout: ::protorb::codegen::Duration) -> #result {
             #timeout_body
         }
 
@@ -229,18 +229,18 @@ fn async_methods(method: &Method, names: &Names) -> TokenStream {
         let map_err = if method.raises.is_empty() {
             quote! {
                 .map_err(|e| match e {
-                    ::orb::codegen::Exception::User(u) => ::orb::codegen::Exception::System(
-                        ::orb::codegen::unexpected_user_exception(u),
+                    ::protorb::codegen::Exception::User(u) => ::protorb::codegen::Exception::System(
+                        ::protorb::codegen::unexpected_user_exception(u),
                     ),
                     e => e,
                 })?;
-                ::orb::codegen::decode_reply(body).map_err(::orb::codegen::Exception::System)
+                ::protorb::codegen::decode_reply(body).map_err(::protorb::codegen::Exception::System)
             }
         } else {
             let error = names.error_enum(method);
             quote! {
                 .map_err(#error::from)?;
-                ::orb::codegen::decode_reply(body).map_err(#error::System)
+                ::protorb::codegen::decode_reply(body).map_err(#error::System)
             }
         };
         quote! {
@@ -267,7 +267,7 @@ fn async_methods(method: &Method, names: &Names) -> TokenStream {
         pub fn #with_timeout(
             &self,
             req: #input,
-            timeout: ::orb::codegen::Duration,
+            timeout: ::protorb::codegen::Duration,
         ) -> impl ::core::future::Future<Output = #result> + ::core::marker::Send + 'static {
             #timeout_body
         }

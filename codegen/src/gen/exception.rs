@@ -1,6 +1,6 @@
 //! Typed user exceptions: for a method with `raises`, an enum `{Service}{Method}Error` with one
 //! variant per declared exception message plus `System`, and the conversions to and from
-//! `::orb::codegen::Exception` (the wire form: repository id + protobuf payload).
+//! `::protorb::codegen::Exception` (the wire form: repository id + protobuf payload).
 //!
 //! Methods of one service that raise the same set of exceptions share one enum: the first such
 //! method's `{Service}{Method}Error` is the enum, and each later one gets
@@ -9,9 +9,9 @@
 //! The wire is the same either way: the variants carry the same repository ids and bodies.
 
 use super::{doc_line, ident, rust_type, Names};
-use orb_idl::ident::{to_upper_camel, to_upper_camel_raw};
-use orb_idl::{Method, Service};
 use proc_macro2::{Ident, TokenStream};
+use protorb_idl::ident::{to_upper_camel, to_upper_camel_raw};
+use protorb_idl::{Method, Service};
 use quote::quote;
 
 /// One declared exception of a method, as the enum names it.
@@ -151,13 +151,13 @@ fn exception_enum(service: &Service, method: &Method, names: &Names) -> TokenStr
     let to_exception_arms = vs.iter().map(|v| {
         let (id, rid) = (&v.ident, &v.repository_id);
         quote! {
-            #name::#id(e) => ::orb::codegen::user_exception(#rid, &e),
+            #name::#id(e) => ::protorb::codegen::user_exception(#rid, &e),
         }
     });
     let from_exception_arms = vs.iter().map(|v| {
         let (id, rid) = (&v.ident, &v.repository_id);
         quote! {
-            #rid => match ::orb::codegen::decode_reply(u.payload) {
+            #rid => match ::protorb::codegen::decode_reply(u.payload) {
                 ::core::result::Result::Ok(v) => Self::#id(v),
                 ::core::result::Result::Err(s) => Self::System(s),
             },
@@ -169,36 +169,36 @@ fn exception_enum(service: &Service, method: &Method, names: &Names) -> TokenStr
         pub enum #name {
             #(#variant_defs)*
             /// A system exception (from the ORB, or raised by the servant).
-            System(::orb::codegen::SystemException),
+            System(::protorb::codegen::SystemException),
         }
 
         #(#from_variants)*
 
-        impl ::core::convert::From<::orb::codegen::SystemException> for #name {
-            fn from(e: ::orb::codegen::SystemException) -> Self {
+        impl ::core::convert::From<::protorb::codegen::SystemException> for #name {
+            fn from(e: ::protorb::codegen::SystemException) -> Self {
                 Self::System(e)
             }
         }
 
         /// Decodes a user exception by repository id; an undeclared one becomes UNKNOWN, an
         /// undecodable payload MARSHAL.
-        impl ::core::convert::From<::orb::codegen::Exception> for #name {
-            fn from(e: ::orb::codegen::Exception) -> Self {
+        impl ::core::convert::From<::protorb::codegen::Exception> for #name {
+            fn from(e: ::protorb::codegen::Exception) -> Self {
                 match e {
-                    ::orb::codegen::Exception::System(s) => Self::System(s),
-                    ::orb::codegen::Exception::User(u) => match u.repository_id.as_str() {
+                    ::protorb::codegen::Exception::System(s) => Self::System(s),
+                    ::protorb::codegen::Exception::User(u) => match u.repository_id.as_str() {
                         #(#from_exception_arms)*
-                        _ => Self::System(::orb::codegen::unexpected_user_exception(u)),
+                        _ => Self::System(::protorb::codegen::unexpected_user_exception(u)),
                     },
                 }
             }
         }
 
-        impl ::core::convert::From<#name> for ::orb::codegen::Exception {
+        impl ::core::convert::From<#name> for ::protorb::codegen::Exception {
             fn from(e: #name) -> Self {
                 match e {
                     #(#to_exception_arms)*
-                    #name::System(s) => ::orb::codegen::Exception::System(s),
+                    #name::System(s) => ::protorb::codegen::Exception::System(s),
                 }
             }
         }

@@ -2,7 +2,7 @@
 //! (servant trait, user exception enums, skeleton, client stub), `prettyplease` once at the end.
 //!
 //! Generated code names everything by absolute path (`::core::result::Result`,
-//! `::orb::codegen::Context`), because it shares a module with prost's messages, which may be
+//! `::protorb::codegen::Context`), because it shares a module with prost's messages, which may be
 //! called `Result`, `Option`, `Context` or `Exception`.
 
 mod client;
@@ -10,9 +10,9 @@ mod exception;
 mod servant;
 mod skeleton;
 
-use orb_idl::ident::{sanitize_identifier, to_snake_raw, to_upper_camel, to_upper_camel_raw};
-use orb_idl::{Method, Service};
 use proc_macro2::{Ident, Span, TokenStream};
+use protorb_idl::ident::{sanitize_identifier, to_snake_raw, to_upper_camel, to_upper_camel_raw};
+use protorb_idl::{Method, Service};
 use quote::{quote, ToTokens};
 use std::collections::{BTreeSet, HashMap};
 
@@ -286,7 +286,7 @@ pub(crate) fn rust_type(path: &str) -> TokenStream {
     match syn::parse_str::<syn::Type>(path) {
         Ok(ty) => ty.into_token_stream(),
         Err(_) => {
-            let msg = format!("orb-codegen: `{path}` is not a Rust type path");
+            let msg = format!("protorb-codegen: `{path}` is not a Rust type path");
             quote!(::core::compile_error!(#msg))
         }
     }
@@ -396,7 +396,7 @@ mod tests {
     #[test]
     fn client_names_avoid_the_clients_own_methods() {
         let m = |proto: &str| Method {
-            name: orb_idl::ident::to_snake(proto),
+            name: protorb_idl::ident::to_snake(proto),
             proto_name: proto.into(),
             ..Method::default()
         };

@@ -3,12 +3,12 @@
 use super::{
     deprecated_attr, docs_with, method_ident, naming_allows, rust_type, GenOptions, Names,
 };
-use orb_idl::{Method, Service};
 use proc_macro2::TokenStream;
+use protorb_idl::{Method, Service};
 use quote::quote;
 
 /// The result type of a servant (and client) method: `Result<Resp, Error>`, where `Error` is the
-/// method's exception enum when it declares `raises`, else `::orb::codegen::Exception`; oneway
+/// method's exception enum when it declares `raises`, else `::protorb::codegen::Exception`; oneway
 /// methods return `Result<(), Exception>` on the servant side.
 pub(super) fn servant_result(method: &Method, names: &Names) -> TokenStream {
     let output = if method.oneway {
@@ -17,7 +17,7 @@ pub(super) fn servant_result(method: &Method, names: &Names) -> TokenStream {
         rust_type(&method.output.rust_path)
     };
     let error = if method.raises.is_empty() {
-        quote!(::orb::codegen::Exception)
+        quote!(::protorb::codegen::Exception)
     } else {
         let e = names.error_enum(method);
         quote!(#e)
@@ -59,15 +59,15 @@ fn default_stub(service: &Service, method: &Method, names: &Names) -> TokenStrea
         service.full_name()
     );
     let system = quote! {
-        ::orb::codegen::SystemException::new(
-            ::orb::codegen::SystemExceptionKind::NO_IMPLEMENT,
+        ::protorb::codegen::SystemException::new(
+            ::protorb::codegen::SystemExceptionKind::NO_IMPLEMENT,
             0,
-            ::orb::codegen::CompletionStatus::No,
+            ::protorb::codegen::CompletionStatus::No,
         )
         .with_detail(#detail)
     };
     let error = if method.raises.is_empty() {
-        quote!(::orb::codegen::Exception::System)
+        quote!(::protorb::codegen::Exception::System)
     } else {
         let e = names.error_enum(method);
         quote!(#e::System)
@@ -108,14 +108,14 @@ pub(super) fn servant_trait(service: &Service, names: &Names, options: GenOption
                 #docs
                 #deprecated
                 #allows
-                fn #name(&self, _ctx: &::orb::codegen::Context, _req: #input) -> #result #body
+                fn #name(&self, _ctx: &::protorb::codegen::Context, _req: #input) -> #result #body
             }
         } else {
             quote! {
                 #docs
                 #deprecated
                 #allows
-                fn #name(&self, ctx: &::orb::codegen::Context, req: #input) -> #result;
+                fn #name(&self, ctx: &::protorb::codegen::Context, req: #input) -> #result;
             }
         }
     });
@@ -125,7 +125,7 @@ pub(super) fn servant_trait(service: &Service, names: &Names, options: GenOption
         let input = rust_type(&m.input.rust_path);
         let result = servant_result(m, names);
         quote! {
-            fn #name(&self, ctx: &::orb::codegen::Context, req: #input) -> #result {
+            fn #name(&self, ctx: &::protorb::codegen::Context, req: #input) -> #result {
                 <T as #trait_name>::#name(&**self, ctx, req)
             }
         }

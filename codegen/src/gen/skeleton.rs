@@ -1,11 +1,11 @@
-//! The skeleton: `{Service}Skeleton<T>` implements `::orb::codegen::Servant` by matching the
+//! The skeleton: `{Service}Skeleton<T>` implements `::protorb::codegen::Servant` by matching the
 //! operation name (the proto method name as written), decoding the request, calling the servant
 //! trait and encoding the result. Unknown operations are BAD_OPERATION; undecodable requests
 //! MARSHAL (from `decode_request`).
 
 use super::{deprecated_attr, doc_line, method_ident, Names};
-use orb_idl::{Method, Service};
 use proc_macro2::TokenStream;
+use protorb_idl::{Method, Service};
 use quote::quote;
 
 pub(super) fn skeleton(service: &Service, names: &Names) -> TokenStream {
@@ -57,12 +57,12 @@ pub(super) fn skeleton(service: &Service, names: &Names) -> TokenStream {
             }
 
             /// This skeleton as a shared servant, ready for the ORB's object adapter.
-            pub fn into_servant(self) -> ::std::sync::Arc<dyn ::orb::codegen::Servant> {
+            pub fn into_servant(self) -> ::std::sync::Arc<dyn ::protorb::codegen::Servant> {
                 ::std::sync::Arc::new(self)
             }
         }
 
-        impl<T: #trait_name> ::orb::codegen::Servant for #skeleton<T> {
+        impl<T: #trait_name> ::protorb::codegen::Servant for #skeleton<T> {
             fn repository_id(&self) -> &'static str {
                 Self::REPOSITORY_ID
             }
@@ -70,13 +70,13 @@ pub(super) fn skeleton(service: &Service, names: &Names) -> TokenStream {
             fn dispatch(
                 &self,
                 operation: &str,
-                #body: ::orb::codegen::Bytes,
-                #ctx: &::orb::codegen::Context,
-            ) -> ::core::result::Result<::orb::codegen::Bytes, ::orb::codegen::Exception> {
+                #body: ::protorb::codegen::Bytes,
+                #ctx: &::protorb::codegen::Context,
+            ) -> ::core::result::Result<::protorb::codegen::Bytes, ::protorb::codegen::Exception> {
                 match operation {
                     #(#arms)*
-                    _ => ::core::result::Result::Err(::orb::codegen::Exception::System(
-                        ::orb::codegen::SystemException::bad_operation(operation),
+                    _ => ::core::result::Result::Err(::protorb::codegen::Exception::System(
+                        ::protorb::codegen::SystemException::bad_operation(operation),
                     )),
                 }
             }
@@ -98,12 +98,12 @@ fn dispatch_arm(
     // `()` only: under `compile_well_known_types` `Empty` is a generated struct, passed as is.
     let (decode, arg) = if method.input.rust_path == "()" {
         (
-            quote!(::orb::codegen::decode_request::<()>(#body)?;),
+            quote!(::protorb::codegen::decode_request::<()>(#body)?;),
             quote!(()),
         )
     } else {
         (
-            quote!(let req = ::orb::codegen::decode_request(#body)?;),
+            quote!(let req = ::protorb::codegen::decode_request(#body)?;),
             quote!(req),
         )
     };
@@ -111,12 +111,12 @@ fn dispatch_arm(
     let reply = if method.oneway || method.output.rust_path == "()" {
         quote! {
             #call;
-            ::core::result::Result::Ok(::orb::codegen::Bytes::new())
+            ::core::result::Result::Ok(::protorb::codegen::Bytes::new())
         }
     } else {
         quote! {
             let resp = #call;
-            ::core::result::Result::Ok(::orb::codegen::encode(&resp))
+            ::core::result::Result::Ok(::protorb::codegen::encode(&resp))
         }
     };
     quote! {

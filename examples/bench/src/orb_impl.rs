@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 /// Generated from `proto/bench.proto`.
 #[allow(dead_code, missing_docs, clippy::all, clippy::pedantic)]
 pub mod bench {
-    orb::include_proto!("bench");
+    protorb::include_proto!("bench");
 }
 
 use bench::{
@@ -28,13 +28,13 @@ pub const NEST_TIMEOUT: Duration = Duration::from_secs(30);
 struct EchoServant;
 
 impl Echo for EchoServant {
-    fn echo(&self, _ctx: &orb::Context, req: Payload) -> Result<Payload, orb::Exception> {
+    fn echo(&self, _ctx: &protorb::Context, req: Payload) -> Result<Payload, protorb::Exception> {
         Ok(req)
     }
 }
 
 /// The reference a client builds from the port alone (GIOP 1.2, object key `echo`).
-fn echo_ref(orb: &orb::Orb, port: u16) -> Result<orb::ObjectRef, String> {
+fn echo_ref(orb: &protorb::Orb, port: u16) -> Result<protorb::ObjectRef, String> {
     orb.string_to_object(&format!("corbaloc::1.2@127.0.0.1:{port}/echo"))
         .map_err(|e| e.to_string())
 }
@@ -54,8 +54,8 @@ pub const SINGLE_CALLER_THREADS: usize = 0;
 pub const MANY_CALLER_THREADS: usize = 2;
 
 /// The client ORB: no listener, `threads` pool threads.
-pub fn client_orb(threads: usize) -> Result<orb::Orb, String> {
-    orb::Orb::builder()
+pub fn client_orb(threads: usize) -> Result<protorb::Orb, String> {
+    protorb::Orb::builder()
         .no_listen()
         .threads(threads)
         .build()
@@ -82,12 +82,12 @@ impl AsRef<[u8]> for Payload {
 }
 
 /// A stub for the echo object of the server on `port`.
-pub fn echo_client(orb: &orb::Orb, port: u16) -> Result<EchoClient, String> {
+pub fn echo_client(orb: &protorb::Orb, port: u16) -> Result<EchoClient, String> {
     Ok(EchoClient::new(orb, echo_ref(orb, port)?))
 }
 
 /// Client-side ORB counters, for stderr (diagnostics; the JSON line has the protocol's fields).
-pub fn report_client_stats(orb: &orb::Orb, what: &str) {
+pub fn report_client_stats(orb: &protorb::Orb, what: &str) {
     let s = orb.stats();
     eprintln!(
         "orb client ({what}): requests_sent={} replies_received={} connections_opened={} \
@@ -103,7 +103,7 @@ pub fn report_client_stats(orb: &orb::Orb, what: &str) {
 /// `server --impl orb`: serves the echo object under key `echo` with `threads` pool threads
 /// until SIGTERM/SIGINT, then prints its JSON line (calls served = the ORB's request counter).
 pub fn server(port: u16, threads: usize, wait_for_signal: impl FnOnce()) -> Result<(), String> {
-    let orb = orb::Orb::builder()
+    let orb = protorb::Orb::builder()
         .listen(("127.0.0.1", port))
         .threads(threads)
         .build()
@@ -145,17 +145,24 @@ pub fn server(port: u16, threads: usize, wait_for_signal: impl FnOnce()) -> Resu
 
 /// A node of the nested ping-pong: calls its peer back until depth 0.
 struct NodeServant {
-    orb: orb::Orb,
-    me: Mutex<Option<orb::ObjectRef>>,
+    orb: protorb::Orb,
+    me: Mutex<Option<protorb::ObjectRef>>,
 }
 
 impl Node for Arc<NodeServant> {
-    fn ping(&self, _ctx: &orb::Context, req: PingRequest) -> Result<PingReply, orb::Exception> {
+    fn ping(
+        &self,
+        _ctx: &protorb::Context,
+        req: PingRequest,
+    ) -> Result<PingReply, protorb::Exception> {
         if req.depth == 0 {
             return Ok(PingReply { depth_reached: 0 });
         }
         let peer = req.peer.ok_or_else(|| {
-            orb::Exception::from(orb::SystemException::bad_param(0, "ping without a peer"))
+            protorb::Exception::from(protorb::SystemException::bad_param(
+                0,
+                "ping without a peer",
+            ))
         })?;
         let me = self.me.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let reply = NodeClient::new(&self.orb, peer).ping(PingRequest {
@@ -168,8 +175,8 @@ impl Node for Arc<NodeServant> {
     }
 }
 
-fn node_orb(threads: usize) -> Result<(orb::Orb, orb::ObjectRef), String> {
-    let orb = orb::Orb::builder()
+fn node_orb(threads: usize) -> Result<(protorb::Orb, protorb::ObjectRef), String> {
+    let orb = protorb::Orb::builder()
         .threads(threads)
         .call_timeout(NEST_TIMEOUT)
         .build()
@@ -263,7 +270,7 @@ pub fn nest(depth: u32, threads: usize) -> Result<bool, String> {
         .int("depth", u64::from(depth))
         .int("threads", threads as u64);
     let per_level = |d: Duration| d.as_secs_f64() * 1e6 / f64::from(depth.max(1));
-    let failed = |line: JsonLine, r: &Result<PingReply, orb::Exception>, d: Duration| {
+    let failed = |line: JsonLine, r: &Result<PingReply, protorb::Exception>, d: Duration| {
         let why = match r {
             Ok(reply) => format!("reached depth {} of {depth}", reply.depth_reached),
             Err(e) => e.to_string(),

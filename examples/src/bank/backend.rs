@@ -12,7 +12,6 @@
 //! `bank-client --demo` starts a back end and a front end by itself.
 
 use clap::Parser;
-use orb::Orb;
 use orb_examples::errors::describe;
 use orb_examples::process::Stop;
 use orb_examples::proto::bank::{
@@ -21,6 +20,7 @@ use orb_examples::proto::bank::{
     TransferRequest, UnknownAccount,
 };
 use orb_examples::{fail, parse_duration};
+use protorb::Orb;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -76,7 +76,7 @@ impl BankServant {
 impl Bank for BankServant {
     fn deposit(
         &self,
-        _ctx: &orb::Context,
+        _ctx: &protorb::Context,
         req: AmountRequest,
     ) -> Result<Balance, BankDepositError> {
         self.work();
@@ -94,7 +94,7 @@ impl Bank for BankServant {
 
     fn withdraw(
         &self,
-        _ctx: &orb::Context,
+        _ctx: &protorb::Context,
         req: AmountRequest,
     ) -> Result<Balance, BankWithdrawError> {
         self.work();
@@ -120,7 +120,7 @@ impl Bank for BankServant {
 
     fn transfer(
         &self,
-        _ctx: &orb::Context,
+        _ctx: &protorb::Context,
         req: TransferRequest,
     ) -> Result<Balance, BankTransferError> {
         self.work();
@@ -151,7 +151,7 @@ impl Bank for BankServant {
 
     fn get_balance(
         &self,
-        _ctx: &orb::Context,
+        _ctx: &protorb::Context,
         req: AccountRequest,
     ) -> Result<Balance, BankGetBalanceError> {
         let accounts = self.accounts.lock().unwrap();
@@ -164,7 +164,7 @@ impl Bank for BankServant {
         })
     }
 
-    fn audit(&self, _ctx: &orb::Context, _req: ()) -> Result<AuditReply, orb::Exception> {
+    fn audit(&self, _ctx: &protorb::Context, _req: ()) -> Result<AuditReply, protorb::Exception> {
         let accounts = self.accounts.lock().unwrap();
         Ok(AuditReply {
             total: accounts.values().sum(),

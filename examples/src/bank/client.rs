@@ -19,7 +19,6 @@
 //! The default front end is `corbaloc:iiop:1.2@127.0.0.1:12812/bank`.
 
 use clap::Parser;
-use orb::Orb;
 use orb_examples::errors::{describe, describe_exception};
 use orb_examples::fail;
 use orb_examples::process::{sibling_exe, Peer};
@@ -27,6 +26,7 @@ use orb_examples::proto::bank::{
     AccountRequest, AmountRequest, BankClient, BankGetBalanceError, BankTransferError,
     BankWithdrawError, TransferRequest,
 };
+use protorb::Orb;
 use std::time::{Duration, Instant};
 
 const DEFAULT_FRONTEND: &str = "corbaloc:iiop:1.2@127.0.0.1:12812/bank";
@@ -124,7 +124,7 @@ fn main() {
         fail(format!(
             "front end: {}{}",
             describe(&e),
-            if e.kind == orb::SystemExceptionKind::TRANSIENT {
+            if e.kind == protorb::SystemExceptionKind::TRANSIENT {
                 "\n  is bank-frontend running? or run the self-contained demo: bank-client --demo"
             } else {
                 ""

@@ -13,7 +13,6 @@
 //! it listens on `corbaloc:iiop:1.2@127.0.0.1:12812/bank` and prints its IOR first.
 
 use clap::Parser;
-use orb::Orb;
 use orb_examples::errors::describe;
 use orb_examples::fail;
 use orb_examples::process::Stop;
@@ -21,6 +20,7 @@ use orb_examples::proto::bank::{
     AccountRequest, AmountRequest, AuditReply, Balance, Bank, BankClient, BankDepositError,
     BankGetBalanceError, BankSkeleton, BankTransferError, BankWithdrawError, TransferRequest,
 };
+use protorb::Orb;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const DEFAULT_BACKEND: &str = "corbaloc:iiop:1.2@127.0.0.1:12811/bank";
@@ -64,7 +64,7 @@ impl Bank for FrontEnd {
     // on to the client as it came, a system exception (the back end unreachable, say) too.
     fn deposit(
         &self,
-        _ctx: &orb::Context,
+        _ctx: &protorb::Context,
         req: AmountRequest,
     ) -> Result<Balance, BankDepositError> {
         self.count();
@@ -73,7 +73,7 @@ impl Bank for FrontEnd {
 
     fn withdraw(
         &self,
-        _ctx: &orb::Context,
+        _ctx: &protorb::Context,
         req: AmountRequest,
     ) -> Result<Balance, BankWithdrawError> {
         self.count();
@@ -82,7 +82,7 @@ impl Bank for FrontEnd {
 
     fn transfer(
         &self,
-        _ctx: &orb::Context,
+        _ctx: &protorb::Context,
         req: TransferRequest,
     ) -> Result<Balance, BankTransferError> {
         self.count();
@@ -91,14 +91,14 @@ impl Bank for FrontEnd {
 
     fn get_balance(
         &self,
-        _ctx: &orb::Context,
+        _ctx: &protorb::Context,
         req: AccountRequest,
     ) -> Result<Balance, BankGetBalanceError> {
         self.count();
         self.backend.get_balance(req)
     }
 
-    fn audit(&self, _ctx: &orb::Context, req: ()) -> Result<AuditReply, orb::Exception> {
+    fn audit(&self, _ctx: &protorb::Context, req: ()) -> Result<AuditReply, protorb::Exception> {
         self.count();
         let mut reply = self.backend.audit(req)?;
         reply.forwarded = self.forwarded.load(Ordering::Relaxed);
@@ -129,7 +129,7 @@ fn main() {
         fail(format!(
             "back end: {}{}",
             describe(&e),
-            if e.kind == orb::SystemExceptionKind::TRANSIENT {
+            if e.kind == protorb::SystemExceptionKind::TRANSIENT {
                 "\n  is bank-backend running? cargo run -p orb-examples --bin bank-backend"
             } else {
                 ""

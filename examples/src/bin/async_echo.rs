@@ -30,7 +30,11 @@ struct Cli {
 struct Counter(AtomicU64);
 
 impl Echo for Counter {
-    fn echo(&self, _ctx: &orb::Context, req: EchoRequest) -> Result<EchoReply, orb::Exception> {
+    fn echo(
+        &self,
+        _ctx: &protorb::Context,
+        req: EchoRequest,
+    ) -> Result<EchoReply, protorb::Exception> {
         let served = self.0.fetch_add(1, Ordering::Relaxed) + 1;
         Ok(EchoReply {
             text: req.text,
@@ -44,14 +48,14 @@ fn main() {
     let calls = cli.calls;
     let threads = usize::try_from(cli.threads).unwrap_or(usize::MAX);
 
-    let server = orb::Orb::builder()
+    let server = protorb::Orb::builder()
         .threads(threads)
         .build()
         .expect("server ORB");
     let obj = server.activate("echo", EchoSkeleton::new(Counter(AtomicU64::new(0))));
     // The client's pool threads drive its event loop: they read the replies and wake the
     // tasks (with `threads(0)` the application would run `orb.run()` on a thread instead).
-    let client = orb::Orb::builder()
+    let client = protorb::Orb::builder()
         .threads(threads)
         .no_listen()
         .build()

@@ -3,14 +3,14 @@
 //! Run: `cargo run -p orb-examples --bin tutorial` (prints the IOR, then `HELLO`).
 
 mod demo {
-    orb::include_proto!("demo"); // trait Echo, EchoSkeleton, EchoClient, Msg
+    protorb::include_proto!("demo"); // trait Echo, EchoSkeleton, EchoClient, Msg
 }
 use demo::{Echo, EchoClient, EchoSkeleton, Msg};
 
 struct Upper;
 
 impl Echo for Upper {
-    fn echo(&self, _ctx: &orb::Context, req: Msg) -> Result<Msg, orb::Exception> {
+    fn echo(&self, _ctx: &protorb::Context, req: Msg) -> Result<Msg, protorb::Exception> {
         Ok(Msg {
             text: req.text.to_uppercase(),
         })
@@ -18,11 +18,11 @@ impl Echo for Upper {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let server = orb::Orb::builder().build()?; // 127.0.0.1, a free port, 2 pool threads
+    let server = protorb::Orb::builder().build()?; // 127.0.0.1, a free port, 2 pool threads
     let obj = server.activate("echo", EchoSkeleton::new(Upper));
     println!("{}", server.object_to_string(&obj)); // IOR:01000000...
 
-    let client = orb::Orb::builder().threads(0).build()?; // callers drive the event loop
+    let client = protorb::Orb::builder().threads(0).build()?; // callers drive the event loop
     let echo = EchoClient::new(&client, obj); // or EchoClient::narrow(..) to check the type
     println!(
         "{}",

@@ -64,7 +64,7 @@ fn main() {
     };
 
     // A client ORB: it does not need to listen, as nobody calls it back.
-    let orb = orb::Orb::builder()
+    let orb = protorb::Orb::builder()
         .no_listen()
         .threads(0)
         .call_timeout(timeout)
@@ -108,14 +108,16 @@ fn main() {
 }
 
 /// What to try next, for the exceptions a newcomer meets first.
-fn hint(kind: orb::SystemExceptionKind, target: &str) -> String {
+fn hint(kind: protorb::SystemExceptionKind, target: &str) -> String {
     match kind {
-        orb::SystemExceptionKind::TRANSIENT if target == DEFAULT_TARGET => {
+        protorb::SystemExceptionKind::TRANSIENT if target == DEFAULT_TARGET => {
             "\n  is echo-server running? start it with: cargo run -p orb-examples --bin echo-server"
                 .to_string()
         }
-        orb::SystemExceptionKind::TRANSIENT => "\n  is the server at that address running?".into(),
-        orb::SystemExceptionKind::OBJECT_NOT_EXIST => {
+        protorb::SystemExceptionKind::TRANSIENT => {
+            "\n  is the server at that address running?".into()
+        }
+        protorb::SystemExceptionKind::OBJECT_NOT_EXIST => {
             "\n  the server runs, but has no object with that key (was it restarted?)".into()
         }
         _ => String::new(),

@@ -59,7 +59,11 @@ struct EchoServant {
 }
 
 impl Echo for EchoServant {
-    fn echo(&self, ctx: &orb::Context, req: EchoRequest) -> Result<EchoReply, orb::Exception> {
+    fn echo(
+        &self,
+        ctx: &protorb::Context,
+        req: EchoRequest,
+    ) -> Result<EchoReply, protorb::Exception> {
         let served = self.served.fetch_add(1, Ordering::SeqCst) + 1;
         if !self.quiet {
             let peer = ctx.peer().map_or("?".to_string(), |p| p.to_string());
@@ -92,7 +96,7 @@ fn main() {
     } = Cli::parse();
     let listen = listen.unwrap_or_else(|| format!("127.0.0.1:{port}"));
 
-    let orb = orb::Orb::builder()
+    let orb = protorb::Orb::builder()
         .listen(listen.as_str())
         .threads(threads)
         .build()

@@ -20,7 +20,6 @@
 //! ```
 
 use clap::Parser;
-use orb::{Exception, Orb, SystemExceptionKind};
 use orb_examples::errors::{describe, describe_exception};
 use orb_examples::process::{sibling_exe, Peer};
 use orb_examples::proto::observer::{
@@ -28,6 +27,7 @@ use orb_examples::proto::observer::{
     SubscriberClient,
 };
 use orb_examples::{fail, parse_duration, thread_label};
+use protorb::{Exception, Orb, SystemExceptionKind};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -84,7 +84,7 @@ struct PublisherServant {
 impl Publisher for PublisherServant {
     fn subscribe(
         &self,
-        ctx: &orb::Context,
+        ctx: &protorb::Context,
         req: SubscribeRequest,
     ) -> Result<SubscribeReply, Exception> {
         let name = if req.name.is_empty() {
@@ -110,7 +110,7 @@ impl Publisher for PublisherServant {
         Ok(SubscribeReply { next_seq })
     }
 
-    fn ack(&self, _ctx: &orb::Context, req: AckRequest) -> Result<(), Exception> {
+    fn ack(&self, _ctx: &protorb::Context, req: AckRequest) -> Result<(), Exception> {
         // Runs while the publisher's main thread is inside the OnEvent call to this very
         // subscriber: served by a pool thread, or by that waiting thread itself.
         if std::thread::current().id() == self.main_thread {

@@ -13,13 +13,13 @@
 //! Ctrl-C. `observer-publisher --subscribers K` starts subscribers itself.
 
 use clap::Parser;
-use orb::{Exception, Orb};
 use orb_examples::errors::{describe, describe_exception};
 use orb_examples::process::Stop;
 use orb_examples::proto::observer::{
     AckRequest, Event, PublisherClient, StreamEnd, SubscribeRequest, Subscriber, SubscriberSkeleton,
 };
 use orb_examples::{fail, thread_label};
+use protorb::{Exception, Orb};
 use std::sync::{Arc, Mutex};
 
 const DEFAULT_PUBLISHER: &str = "corbaloc:iiop:1.2@127.0.0.1:12810/publisher";
@@ -55,7 +55,7 @@ struct SubscriberServant {
 }
 
 impl Subscriber for SubscriberServant {
-    fn on_event(&self, _ctx: &orb::Context, event: Event) -> Result<(), Exception> {
+    fn on_event(&self, _ctx: &protorb::Context, event: Event) -> Result<(), Exception> {
         println!(
             "{}: event #{} {:?} (on thread {})",
             self.name,
@@ -73,7 +73,7 @@ impl Subscriber for SubscriberServant {
         Ok(())
     }
 
-    fn on_end(&self, _ctx: &orb::Context, end: StreamEnd) -> Result<(), Exception> {
+    fn on_end(&self, _ctx: &protorb::Context, end: StreamEnd) -> Result<(), Exception> {
         *self.end.lock().unwrap() = Some(end.last_seq);
         self.stop.stop("the publisher ended the stream");
         Ok(())
@@ -104,7 +104,7 @@ fn main() {
         fail(format!(
             "{}{}",
             describe(&e),
-            if e.kind == orb::SystemExceptionKind::TRANSIENT {
+            if e.kind == protorb::SystemExceptionKind::TRANSIENT {
                 "\n  is observer-publisher running? cargo run -p orb-examples --bin observer-publisher"
             } else {
                 ""

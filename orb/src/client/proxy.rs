@@ -86,7 +86,7 @@ impl ObjectProxy {
     ///
     /// ```
     /// # use bytes::Bytes;
-    /// # use orb::{Context, Exception, ObjectProxy, Orb, Servant};
+    /// # use protorb::{Context, Exception, ObjectProxy, Orb, Servant};
     /// # struct Upper;
     /// # impl Servant for Upper {
     /// #     fn repository_id(&self) -> &'static str { "IDL:demo/Upper:1.0" }
@@ -180,8 +180,8 @@ impl ObjectProxy {
     /// error, as is a failed call.
     ///
     /// ```no_run
-    /// use orb::cdr::CdrReply;
-    /// use orb::{ObjectProxy, Orb};
+    /// use protorb::cdr::CdrReply;
+    /// use protorb::{ObjectProxy, Orb};
     ///
     /// let orb = Orb::builder().threads(0).build()?;
     /// let calc = orb.string_to_object("corbaloc::127.0.0.1:2809/Calculator")?;

@@ -10,7 +10,7 @@
 //! On the wire an operation is `Octets op(in Octets request)`, with
 //! `typedef sequence<octet> Octets;` holding the protobuf bytes, and a user exception is
 //! `exception E { Octets data; };`. The repository id of a service is `IDL:pkg/Service:1.0`.
-//! `orb idl --proto FILE` (the `orb` command-line tool, crate `orb-cli`) prints that IDL for
+//! `orb idl --proto FILE` (the `orb` command-line tool, crate `protorb-cli`) prints that IDL for
 //! your services, with `#pragma ID` for the repository ids, so omniidl compiles the C++ side
 //! against exactly what the Rust side serves. The interop suite builds its omniORB peers from
 //! such exported IDL.
@@ -18,7 +18,7 @@
 //! To call an existing IDL interface with ordinary parameters (CosNaming, your own legacy
 //! servers), use [`ObjectProxy::invoke_cdr`](crate::ObjectProxy::invoke_cdr): a closure writes
 //! the parameters with a [`CdrWriter`](crate::cdr::CdrWriter), and the reply is read with a
-//! [`CdrReader`](crate::cdr::CdrReader). The `orb-naming` crate is built that way.
+//! [`CdrReader`](crate::cdr::CdrReader). The `protorb-naming` crate is built that way.
 //!
 //! # What maps to what
 //!
@@ -31,7 +31,7 @@
 //! | `string_to_object("IOR:…" / "corbaloc:…")`, `_narrow` | `orb.string_to_object(..)?`, then `FooClient::new(&orb, r)` or `FooClient::narrow(&orb, r)?` (`_is_a` over the wire) |
 //! | `_non_existent()` | `ObjectProxy::non_existent`; `orb ping REF` on the command line |
 //! | `catior` | `orb ior REF` |
-//! | `nameclt`, `resolve_initial_references("NameService")` | `orb ns --ns HOST:PORT ls/resolve/bind/unbind`; `orb_naming::NamingContext::at(&orb, host, port)` |
+//! | `nameclt`, `resolve_initial_references("NameService")` | `orb ns --ns HOST:PORT ls/resolve/bind/unbind`; `protorb_naming::NamingContext::at(&orb, host, port)` |
 //! | `-ORBclientCallTimeOutPeriod` | `.call_timeout(d)`, or per call `foo_with_timeout(req, d)` |
 //! | `-ORBclientConnectTimeOutPeriod` | `.connect_timeout(d)` |
 //! | `-ORBgiopMaxMsgSize` | `.max_message_size(n)` |

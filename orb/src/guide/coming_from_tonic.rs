@@ -9,8 +9,8 @@
 //!
 //! | tonic | this crate |
 //! |---|---|
-//! | `tonic_build::configure().compile_protos(..)` | `orb_codegen::configure().compile_protos(..)` (same shape; prost-build settings such as `type_attribute`, `bytes`, `extern_path` pass through) |
-//! | `tonic::include_proto!("demo")` | `orb::include_proto!("demo")` |
+//! | `tonic_build::configure().compile_protos(..)` | `protorb_codegen::configure().compile_protos(..)` (same shape; prost-build settings such as `type_attribute`, `bytes`, `extern_path` pass through) |
+//! | `tonic::include_proto!("demo")` | `protorb::include_proto!("demo")` |
 //! | `#[tonic::async_trait] impl Echo for MyEcho` | `impl Echo for MyEcho`: plain methods taking `&self`, a [`Context`](crate::Context) and the request message; to answer from async code, `ctx.defer()?` gives a [`ReplyHandle`](crate::ReplyHandle) |
 //! | `client.echo(req).await` | `client.echo_async(req).await` (any executor; the request is on the wire before the first poll), or the blocking `client.echo(req)` |
 //! | `Request<T>` / `Response<T>` | the message itself; the request's metadata is in the `Context` (peer address, deadline, the ORB) |
@@ -48,7 +48,7 @@
 //!   the client matches on `EchoLookupError::NotFound(..)` instead of parsing a status
 //!   message; system exceptions say what happened and whether the call completed.
 //! - **CORBA interop.** omniORB (C++) and other CORBA ORBs call your services and are called
-//!   by them, through IORs, `corbaloc` URLs and a CosNaming service (the `orb-naming` crate).
+//!   by them, through IORs, `corbaloc` URLs and a CosNaming service (the `protorb-naming` crate).
 //! - **Throughput over one connection.** Many threads share one multiplexed connection; the
 //!   benchmark in `examples/bench` measures calls/s against tonic on one channel.
 //!

@@ -193,7 +193,7 @@ impl ReplyHandle {
     }
 
     /// This handle with the result and error types of a generated operation, e.g.
-    /// `ctx.defer()?.typed::<Payload, orb::Exception>()`, or with the operation's
+    /// `ctx.defer()?.typed::<Payload, protorb::Exception>()`, or with the operation's
     /// error enum (`EchoWithdrawError`) for one that declares `raises`.
     pub fn typed<T: prost::Message, E: Into<Exception>>(self) -> TypedReplyHandle<T, E> {
         TypedReplyHandle {
@@ -218,7 +218,7 @@ impl Drop for ReplyHandle {
 }
 
 /// A [`ReplyHandle`] for an operation whose result is the message `T` and whose error is
-/// `E` (`orb::Exception`, or the error enum generated for an operation with `raises`): the
+/// `E` (`protorb::Exception`, or the error enum generated for an operation with `raises`): the
 /// typed face a generated servant answers through. Made with [`ReplyHandle::typed`].
 #[must_use = "dropping a TypedReplyHandle answers the caller with NO_RESPONSE"]
 pub struct TypedReplyHandle<T, E = Exception> {

@@ -1,4 +1,4 @@
-//! The generated code under test: prost's messages and orb-codegen's servant traits,
+//! The generated code under test: prost's messages and protorb-codegen's servant traits,
 //! skeletons and clients for the .proto files in `proto/`, included the documented way.
 //!
 //! This crate is compiled under `clippy -D warnings` with no `allow` of its own around the

@@ -10,8 +10,8 @@ use codegen_suite::extras::library::{
 };
 use codegen_suite::extras::{split_client, split_server};
 use codegen_suite::generated;
-use orb::{CompletionStatus, Context, Exception, Orb, SystemException, SystemExceptionKind};
 use prost::Message;
+use protorb::{CompletionStatus, Context, Exception, Orb, SystemException, SystemExceptionKind};
 use std::collections::{BTreeMap, HashSet};
 
 struct Pair {
@@ -29,7 +29,7 @@ impl Pair {
     }
 
     /// Activates `servant` in the server and returns the reference as the client ORB reads it.
-    fn serve(&self, key: &'static str, servant: impl orb::Servant) -> orb::ObjectRef {
+    fn serve(&self, key: &'static str, servant: impl protorb::Servant) -> protorb::ObjectRef {
         let obj = self.server.activate(key, servant);
         let ior = self.server.object_to_string(&obj);
         self.client.string_to_object(&ior).expect("the IOR parses")
@@ -218,7 +218,7 @@ fn methods_raising_the_same_exceptions_share_one_enum() {
 mod archive {
     use super::{book, generated, Pair};
     use codegen_suite::extras::library::{Archive, ArchiveClient, ArchiveSkeleton, Book, BookId};
-    use orb::{Context, Exception};
+    use protorb::{Context, Exception};
 
     struct Old;
 
@@ -333,7 +333,7 @@ fn a_server_only_build_answers_a_client_only_build() {
 mod clock {
     use codegen_suite::extras::wkt::extras::clock::{Clock, ClockClient, ClockSkeleton};
     use codegen_suite::extras::wkt::google::protobuf::{Empty, Timestamp};
-    use orb::{Context, Exception};
+    use protorb::{Context, Exception};
 
     struct Fixed;
 

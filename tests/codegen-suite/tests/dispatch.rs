@@ -8,12 +8,12 @@ use codegen_suite::suite::api::{
     StorePutError, StoreSkeleton, Subscription,
 };
 use codegen_suite::suite::common::{Denied, Item, NotFound};
-use orb::codegen::decode_reply;
-use orb::{
+use prost::Message;
+use protorb::codegen::decode_reply;
+use protorb::{
     CompletionStatus, Exception, ObjectRef, Servant, SystemException, SystemExceptionKind,
     UserException, OBJECT_REPOSITORY_ID,
 };
-use prost::Message;
 use std::sync::Arc;
 use support::{body, ctx, sample_item, ListenerImpl, StoreImpl, LIMIT};
 
@@ -214,27 +214,31 @@ fn exception_enum_conversions() {
 fn a_system_exception_from_a_typed_servant_stays_a_system_exception() {
     struct Failing;
     impl codegen_suite::suite::api::Store for Failing {
-        fn get(&self, _: &orb::Context, _: GetRequest) -> Result<Item, StoreGetError> {
+        fn get(&self, _: &protorb::Context, _: GetRequest) -> Result<Item, StoreGetError> {
             Err(SystemException::object_not_exist("gone").into())
         }
-        fn put(&self, _: &orb::Context, _: PutRequest) -> Result<PutReply, StorePutError> {
+        fn put(&self, _: &protorb::Context, _: PutRequest) -> Result<PutReply, StorePutError> {
             unimplemented!()
         }
-        fn subscribe(&self, _: &orb::Context, r: Subscription) -> Result<Subscription, Exception> {
+        fn subscribe(
+            &self,
+            _: &protorb::Context,
+            r: Subscription,
+        ) -> Result<Subscription, Exception> {
             Ok(r)
         }
-        fn notify(&self, _: &orb::Context, _: Item) -> Result<(), Exception> {
+        fn notify(&self, _: &protorb::Context, _: Item) -> Result<(), Exception> {
             Err(SystemException::internal("dropped").into())
         }
-        fn clear(&self, _: &orb::Context, _: ()) -> Result<(), Exception> {
+        fn clear(&self, _: &protorb::Context, _: ()) -> Result<(), Exception> {
             Ok(())
         }
-        fn count(&self, _: &orb::Context, _: ()) -> Result<u64, Exception> {
+        fn count(&self, _: &protorb::Context, _: ()) -> Result<u64, Exception> {
             Ok(0)
         }
         fn age(
             &self,
-            _: &orb::Context,
+            _: &protorb::Context,
             _: prost_types::Timestamp,
         ) -> Result<prost_types::Duration, Exception> {
             Ok(Default::default())

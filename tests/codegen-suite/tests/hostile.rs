@@ -12,70 +12,70 @@ use codegen_suite::suite::hostile::{
     Context, Exception, Hostile, HostileClient, HostileSelfError, HostileSkeleton, Option, Result,
     Self_, System, Twin, TwinClient, TwinSelfError, TwinSkeleton,
 };
-use orb::Servant;
 use prost::Message;
+use protorb::Servant;
 use support::{body, ctx};
 
-type R<T, E = orb::Exception> = core::result::Result<T, E>;
+type R<T, E = protorb::Exception> = core::result::Result<T, E>;
 
 struct H;
 
 impl Hostile for H {
-    fn drop(&self, _: &orb::Context, req: Result) -> R<Context> {
+    fn drop(&self, _: &protorb::Context, req: Result) -> R<Context> {
         Ok(Context {
             depth: req.value.len() as u32,
         })
     }
-    fn r#type(&self, _: &orb::Context, req: Exception) -> R<Option> {
+    fn r#type(&self, _: &protorb::Context, req: Exception) -> R<Option> {
         Ok(Option {
             set: !req.what.is_empty(),
         })
     }
-    fn self_(&self, _: &orb::Context, req: Context) -> R<Result, HostileSelfError> {
+    fn self_(&self, _: &protorb::Context, req: Context) -> R<Result, HostileSelfError> {
         match req.depth {
             0 => Err(Exception {
                 what: "zero".into(),
             }
             .into()),
             1 => Err(System { code: 1 }.into()),
-            2 => Err(orb::SystemException::internal("two").into()),
+            2 => Err(protorb::SystemException::internal("two").into()),
             d => Ok(Result {
                 value: d.to_string(),
             }),
         }
     }
-    fn clone(&self, _: &orb::Context, req: Option) -> R<Exception> {
+    fn clone(&self, _: &protorb::Context, req: Option) -> R<Exception> {
         Ok(Exception {
             what: req.set.to_string(),
         })
     }
-    fn new(&self, _: &orb::Context, req: Self_) -> R<Self_> {
+    fn new(&self, _: &protorb::Context, req: Self_) -> R<Self_> {
         Ok(req)
     }
-    fn narrow(&self, _: &orb::Context, _: ()) -> R<Result> {
+    fn narrow(&self, _: &protorb::Context, _: ()) -> R<Result> {
         Ok(Result {
             value: "narrowed".into(),
         })
     }
-    fn r#fn(&self, _: &orb::Context, _: Result) -> R<()> {
+    fn r#fn(&self, _: &protorb::Context, _: Result) -> R<()> {
         Ok(())
     }
-    fn from_parts(&self, _: &orb::Context, req: Result) -> R<Result> {
+    fn from_parts(&self, _: &protorb::Context, req: Result) -> R<Result> {
         Ok(req)
     }
-    fn into_inner(&self, _: &orb::Context, req: Result) -> R<Result> {
+    fn into_inner(&self, _: &protorb::Context, req: Result) -> R<Result> {
         Ok(req)
     }
-    fn next(&self, _: &orb::Context, req: Result) -> R<Result> {
+    fn next(&self, _: &protorb::Context, req: Result) -> R<Result> {
         Ok(req)
     }
-    fn default(&self, _: &orb::Context, req: Result) -> R<Result> {
+    fn default(&self, _: &protorb::Context, req: Result) -> R<Result> {
         Ok(req)
     }
-    fn as_mut(&self, _: &orb::Context, req: Result) -> R<Result> {
+    fn as_mut(&self, _: &protorb::Context, req: Result) -> R<Result> {
         Ok(req)
     }
-    fn is_empty(&self, _: &orb::Context, req: Result) -> R<Option> {
+    fn is_empty(&self, _: &protorb::Context, req: Result) -> R<Option> {
         Ok(Option {
             set: req.value.is_empty(),
         })
@@ -85,13 +85,13 @@ impl Hostile for H {
 struct T2;
 
 impl Twin for T2 {
-    fn drop(&self, _: &orb::Context, _: Result) -> R<Context> {
+    fn drop(&self, _: &protorb::Context, _: Result) -> R<Context> {
         Ok(Context { depth: 2 })
     }
-    fn clone(&self, _: &orb::Context, _: Option) -> R<Exception> {
+    fn clone(&self, _: &protorb::Context, _: Option) -> R<Exception> {
         Ok(Exception::default())
     }
-    fn self_(&self, _: &orb::Context, _: Context) -> R<Result, TwinSelfError> {
+    fn self_(&self, _: &protorb::Context, _: Context) -> R<Result, TwinSelfError> {
         Err(TwinSelfError::Exception(Exception {
             what: "twin".into(),
         }))
@@ -135,7 +135,7 @@ fn rust_keywords_and_std_names_dispatch_by_proto_name() {
         let e = s.dispatch(op, Bytes::new(), &ctx(op)).unwrap_err();
         assert_eq!(
             e.kind(),
-            Some(orb::SystemExceptionKind::BAD_OPERATION),
+            Some(protorb::SystemExceptionKind::BAD_OPERATION),
             "{op}"
         );
     }
@@ -145,28 +145,28 @@ fn rust_keywords_and_std_names_dispatch_by_proto_name() {
 fn exception_named_exception_and_one_named_system() {
     let s = HostileSkeleton::new(H);
     let run = |depth| s.dispatch("Self", body(&Context { depth }), &ctx("Self"));
-    let orb::Exception::User(u) = run(0).unwrap_err() else {
+    let protorb::Exception::User(u) = run(0).unwrap_err() else {
         panic!()
     };
     assert_eq!(u.repository_id, "IDL:suite/hostile/Exception:1.0");
     assert_eq!(
-        HostileSelfError::from(orb::Exception::User(u)),
+        HostileSelfError::from(protorb::Exception::User(u)),
         HostileSelfError::Exception(Exception {
             what: "zero".into()
         })
     );
     // The message `System` does not collide with the enum's `System` variant.
-    let orb::Exception::User(u) = run(1).unwrap_err() else {
+    let protorb::Exception::User(u) = run(1).unwrap_err() else {
         panic!()
     };
     assert_eq!(u.repository_id, "IDL:suite/hostile/System:1.0");
     assert_eq!(
-        HostileSelfError::from(orb::Exception::User(u)),
+        HostileSelfError::from(protorb::Exception::User(u)),
         HostileSelfError::SuiteHostileSystem(System { code: 1 })
     );
     assert_eq!(
         run(2).unwrap_err().kind(),
-        Some(orb::SystemExceptionKind::INTERNAL)
+        Some(protorb::SystemExceptionKind::INTERNAL)
     );
     assert_eq!(
         call::<Result>(&s, "Self", body(&Context { depth: 5 })).value,
@@ -182,7 +182,7 @@ fn services_sharing_method_names_stay_apart() {
         call::<Context>(&t, "Drop", body(&Result::default())).depth,
         2
     );
-    let orb::Exception::User(u) = t
+    let protorb::Exception::User(u) = t
         .dispatch("Self", body(&Context::default()), &ctx("Self"))
         .unwrap_err()
     else {
@@ -195,7 +195,7 @@ fn services_sharing_method_names_stay_apart() {
 struct D;
 
 impl Deep for D {
-    fn echo(&self, _: &orb::Context, req: Result) -> R<inner::Result, DeepEchoError> {
+    fn echo(&self, _: &protorb::Context, req: Result) -> R<inner::Result, DeepEchoError> {
         match req.value.as_str() {
             "exception" => Err(Exception {
                 what: "deep".into(),
@@ -207,7 +207,7 @@ impl Deep for D {
             }),
         }
     }
-    fn super_(&self, _: &orb::Context, req: inner::Result) -> R<Result> {
+    fn super_(&self, _: &protorb::Context, req: inner::Result) -> R<Result> {
         Ok(Result {
             value: req.code.to_string(),
         })
@@ -228,7 +228,7 @@ fn nested_package_with_its_own_result() {
     assert_eq!(r.code, 4);
     let r: Result = call(&d, "Super", body(&inner::Result { code: 12 }));
     assert_eq!(r.value, "12");
-    let orb::Exception::User(u) = d
+    let protorb::Exception::User(u) = d
         .dispatch(
             "Echo",
             body(&Result {
@@ -242,7 +242,7 @@ fn nested_package_with_its_own_result() {
     };
     assert_eq!(u.repository_id, "IDL:suite/hostile/inner/Result:1.0");
     assert_eq!(
-        DeepEchoError::from(orb::Exception::User(u)),
+        DeepEchoError::from(protorb::Exception::User(u)),
         DeepEchoError::Result(inner::Result { code: 7 })
     );
 }
@@ -251,7 +251,7 @@ fn nested_package_with_its_own_result() {
 fn file_without_package() {
     struct P;
     impl codegen_suite::plain::Plain for P {
-        fn echo(&self, _: &orb::Context, req: Note) -> R<Note> {
+        fn echo(&self, _: &protorb::Context, req: Note) -> R<Note> {
             Ok(req)
         }
     }
@@ -270,7 +270,7 @@ fn client_method_names_avoid_the_clients_own() {
     let _: fn(&HostileClient, Option) -> R<Exception> = HostileClient::clone_op;
     let _: fn(&HostileClient, Context) -> R<Result, HostileSelfError> = HostileClient::self_;
     let _: fn(&HostileClient, Exception) -> R<Option> = HostileClient::r#type;
-    let _: fn(&HostileClient, Result) -> R<(), orb::SystemException> = HostileClient::r#fn;
+    let _: fn(&HostileClient, Result) -> R<(), protorb::SystemException> = HostileClient::r#fn;
     let _: fn(&HostileClient) -> HostileClient = <HostileClient as core::clone::Clone>::clone;
     let _: fn(&TwinClient, Option) -> R<Exception> = TwinClient::clone_op;
 }

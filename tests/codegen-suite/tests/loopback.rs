@@ -9,13 +9,13 @@ use codegen_suite::suite::api::{
     StoreGetError, StorePutError, StoreSkeleton, Subscription,
 };
 use codegen_suite::suite::common::NotFound;
-use orb::{Orb, SystemExceptionKind};
+use protorb::{Orb, SystemExceptionKind};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::{sample_item, ListenerImpl, StoreImpl, LIMIT};
 
 use codegen_suite::plain::{Note, Plain, PlainClient, PlainSkeleton};
-use orb::{Context, Exception, SystemException};
+use protorb::{Context, Exception, SystemException};
 
 struct Pair {
     server: Orb,
@@ -120,7 +120,7 @@ fn narrow_checks_the_type() {
     let untyped = obj.clone().with_type_id("");
     ListenerClient::narrow(&p.client, untyped.clone()).unwrap();
     assert!(StoreClient::narrow(&p.client, untyped).is_err());
-    let e = StoreClient::narrow(&p.client, orb::ObjectRef::nil()).unwrap_err();
+    let e = StoreClient::narrow(&p.client, protorb::ObjectRef::nil()).unwrap_err();
     assert_eq!(e.kind, SystemExceptionKind::BAD_PARAM);
     // `new` does not check; calling the wrong interface is BAD_OPERATION from the skeleton.
     let wrong = StoreClient::new(&p.client, obj);
@@ -185,8 +185,8 @@ fn an_oversized_request_is_refused_before_it_is_sent() {
         match stub.put(PutRequest { item: Some(item) }) {
             Err(StorePutError::System(e)) => {
                 assert_eq!(e.kind, SystemExceptionKind::MARSHAL, "{e}");
-                assert_eq!(e.minor, orb::minor::MESSAGE_TOO_LARGE, "{e}");
-                assert_eq!(e.completed, orb::CompletionStatus::No, "{e}");
+                assert_eq!(e.minor, protorb::minor::MESSAGE_TOO_LARGE, "{e}");
+                assert_eq!(e.completed, protorb::CompletionStatus::No, "{e}");
             }
             other => panic!("{name_len}-byte name: {other:?}"),
         }
@@ -278,7 +278,7 @@ fn oneway_with_timeout_to_a_hanging_endpoint_gives_up() {
         ),
         "{e}"
     );
-    assert_eq!(e.completed, orb::CompletionStatus::No, "{e}");
+    assert_eq!(e.completed, protorb::CompletionStatus::No, "{e}");
     assert!(took < Duration::from_secs(10), "took {took:?}");
     client.shutdown();
     drop(queued);

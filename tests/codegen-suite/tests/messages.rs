@@ -1,12 +1,12 @@
 //! prost's side of the generated code: messages across packages, well-known types, and
-//! `orb.ObjectRef` fields mapped to `orb::ObjectRef`.
+//! `orb.ObjectRef` fields mapped to `protorb::ObjectRef`.
 
 mod support;
 
 use codegen_suite::suite::api::Subscription;
 use codegen_suite::suite::common::{item, Item, Kind};
-use orb::ObjectRef;
 use prost::Message;
+use protorb::ObjectRef;
 use support::sample_item;
 
 #[test]

@@ -7,7 +7,7 @@
 //! environment variable `ORB_INTEROP_REQUIRED=1` is set, in which case they fail.
 
 use bytes::Bytes;
-use orb::{
+use protorb::{
     CompletionStatus, Context, Exception, Servant, SystemException, SystemExceptionKind,
     UserException,
 };
@@ -496,7 +496,7 @@ impl OmniNames {
 /// `NameService` (calls in that window get OBJECT_NOT_EXIST), and a port picked by
 /// [`free_port`] may have been taken by someone else meanwhile (then omniNames exits).
 fn naming_ready(process: &mut Process, port: u16, timeout: Duration) -> bool {
-    let Ok(orb) = orb::Orb::builder()
+    let Ok(orb) = protorb::Orb::builder()
         .no_listen()
         .threads(0)
         .call_timeout(Duration::from_secs(2))
@@ -505,9 +505,9 @@ fn naming_ready(process: &mut Process, port: u16, timeout: Duration) -> bool {
     else {
         return false;
     };
-    let root = orb::ObjectProxy::new(
+    let root = protorb::ObjectProxy::new(
         &orb,
-        orb::ObjectRef::new("", "127.0.0.1", port, "NameService"),
+        protorb::ObjectRef::new("", "127.0.0.1", port, "NameService"),
     );
     let deadline = Instant::now() + timeout;
     let mut ready = false;

@@ -13,9 +13,11 @@
 //! a connection of its own to our listener.
 
 use bytes::{BufMut, Bytes, BytesMut};
-use orb::cdr::CdrReply;
-use orb::{Context, Exception, ObjectProxy, ObjectRef, Orb, OrbStats, Servant, SystemException};
 use orb_interop::{payload, peers, start_server, Dir, Peers, Seen, Tap};
+use protorb::cdr::CdrReply;
+use protorb::{
+    Context, Exception, ObjectProxy, ObjectRef, Orb, OrbStats, Servant, SystemException,
+};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

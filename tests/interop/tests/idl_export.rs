@@ -1,4 +1,4 @@
-//! The IDL exporter (`orb_idl::corba::to_corba_idl`, `orb idl`) against omniidl itself, on
+//! The IDL exporter (`protorb_idl::corba::to_corba_idl`, `orb idl`) against omniidl itself, on
 //! protos that break naive IDL: an operation named like its service, IDL keywords as method,
 //! service and package names, a service named like its package, oneway, raises across
 //! packages and of a nested message, nested packages, no package at all. The generated C++
@@ -85,13 +85,13 @@ fn exported_idl_of_tricky_protos_compiles_with_omniidl() {
     ] {
         std::fs::write(protos.join(name), text).expect("write proto");
     }
-    let compiled = orb_idl::compile(
+    let compiled = protorb_idl::compile(
         &["tricky.proto", "plain.proto"],
         &[&protos],
-        &orb_idl::Options::new(),
+        &protorb_idl::Options::new(),
     )
     .expect("the protos compile");
-    let idl = orb_idl::corba::to_corba_idl(&compiled.model);
+    let idl = protorb_idl::corba::to_corba_idl(&compiled.model);
     let file = dir.path().join("tricky.idl");
     std::fs::write(&file, &idl).expect("write idl");
 

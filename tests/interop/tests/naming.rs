@@ -1,9 +1,9 @@
-//! `orb_naming` against a real omniNames (started per test on a free port with a temporary
+//! `protorb_naming` against a real omniNames (started per test on a free port with a temporary
 //! log directory), and interplay with omniORB's `nameclt`.
 
-use orb::{ObjectProxy, ObjectRef, Orb};
 use orb_interop::{payload, run, tool, EchoServant, OmniNames, Output, ECHO_ID, PEER_TIMEOUT};
-use orb_naming::{
+use protorb::{ObjectProxy, ObjectRef, Orb};
+use protorb_naming::{
     Binding, BindingType, Name, NameComponent, NamingContext, NamingError, NotFoundReason,
     NAMING_CONTEXT_EXT_ID,
 };

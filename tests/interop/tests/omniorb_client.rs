@@ -6,11 +6,11 @@
 //! Every connection goes through a [`Tap`] so the tests can check what actually crossed the
 //! wire (GIOP version, fragments, LocateRequests).
 
-use orb::{minor, ObjectRef, Orb};
 use orb_interop::{
     fnv1a, payload, peers, run_client, Dir, EchoServant, Outcome, Peers, Tap, ECHO_ID, OOPS_ID,
     SIZES,
 };
+use protorb::{minor, ObjectRef, Orb};
 
 const KEY: &str = "echo";
 

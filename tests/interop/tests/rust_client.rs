@@ -4,8 +4,8 @@
 //! `_non_existent`, and OBJECT_NOT_EXIST for an unknown key.
 
 use bytes::Bytes;
-use orb::{CompletionStatus, Exception, ObjectProxy, ObjectRef, Orb, SystemExceptionKind};
 use orb_interop::{payload, peers, start_server, Dir, Tap, ECHO_ID, OOPS_ID, SIZES};
+use protorb::{CompletionStatus, Exception, ObjectProxy, ObjectRef, Orb, SystemExceptionKind};
 use std::net::SocketAddr;
 use std::time::Duration;
 

@@ -2,11 +2,11 @@
 //! `genior` (and the omniORB server) write parses and re-encodes byte for byte.
 
 use bytes::Bytes;
-use orb::cdr::{encapsulate, ByteOrder};
-use orb::{IiopProfile, ObjectRef, Orb, TaggedComponent, Version};
 use orb_interop::{
     peers, run, run_client, start_server, tool, EchoServant, Outcome, ECHO_ID, PEER_TIMEOUT,
 };
+use protorb::cdr::{encapsulate, ByteOrder};
+use protorb::{IiopProfile, ObjectRef, Orb, TaggedComponent, Version};
 use std::process::Command;
 
 fn catior(path: &std::path::Path, args: &[&str], ior: &str) -> String {

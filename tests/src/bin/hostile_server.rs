@@ -10,7 +10,7 @@ use std::io::{BufRead, Write};
 use std::time::Duration;
 
 fn main() {
-    let mut b = orb::Orb::builder().threads(2);
+    let mut b = protorb::Orb::builder().threads(2);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let n: usize = args.next().and_then(|v| v.parse().ok()).unwrap_or(0);

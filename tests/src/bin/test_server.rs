@@ -9,7 +9,7 @@ fn main() {
             port = args.next().and_then(|p| p.parse().ok()).unwrap_or(0);
         }
     }
-    let orb = orb::Orb::builder()
+    let orb = protorb::Orb::builder()
         .listen(("127.0.0.1", port))
         .threads(4)
         .build()

@@ -4,11 +4,11 @@
 #![allow(dead_code)]
 
 use bytes::{Bytes, BytesMut};
-use orb::giop::{
-    write_locate_request, write_request, RequestHeader, ServiceContextList, TargetAddress, Version,
-};
 use orb_tests::orbtest::{EchoClient, Payload};
 use orb_tests::{timed_echo, EchoFailure};
+use protorb::giop::{
+    write_locate_request, write_request, RequestHeader, ServiceContextList, TargetAddress, Version,
+};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -87,7 +87,7 @@ impl Server {
     }
 
     /// A reference to the echo object.
-    pub fn echo_ref(&self, orb: &orb::Orb) -> orb::ObjectRef {
+    pub fn echo_ref(&self, orb: &protorb::Orb) -> protorb::ObjectRef {
         orb.string_to_object(&format!("corbaloc::127.0.0.1:{}/echo", self.addr.port()))
             .unwrap()
     }
@@ -233,7 +233,7 @@ pub struct Probe {
 impl Probe {
     /// Starts calling `target` (`expect_ok`: a call must succeed; otherwise any system
     /// exception other than TIMEOUT counts as completed, e.g. NO_RESOURCES).
-    pub fn start(target: orb::ObjectRef, orb: orb::Orb, expect_ok: bool) -> Probe {
+    pub fn start(target: protorb::ObjectRef, orb: protorb::Orb, expect_ok: bool) -> Probe {
         let stop = Arc::new(AtomicBool::new(false));
         let results: Results = Arc::new(Mutex::new(Vec::new()));
         let (st, res) = (stop.clone(), results.clone());
@@ -248,7 +248,8 @@ impl Probe {
                 let r = match r {
                     Ok(()) => Ok(()),
                     Err(EchoFailure::Exception(e))
-                        if !expect_ok && e.kind() != Some(orb::SystemExceptionKind::TIMEOUT) =>
+                        if !expect_ok
+                            && e.kind() != Some(protorb::SystemExceptionKind::TIMEOUT) =>
                     {
                         Ok(())
                     }

@@ -7,8 +7,8 @@ use codegen_suite::suite::api::{
     StoreGetError, StorePutError, Subscription,
 };
 use codegen_suite::suite::common::{Denied, Item, NotFound};
-use orb::{Context, Exception, Orb};
 use prost::Message;
+use protorb::{Context, Exception, Orb};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
@@ -20,7 +20,7 @@ pub const LIMIT: u32 = 3;
 pub struct StoreImpl {
     pub items: Mutex<BTreeMap<String, Item>>,
     pub notified: Mutex<Vec<Item>>,
-    pub subscribers: Mutex<Vec<orb::ObjectRef>>,
+    pub subscribers: Mutex<Vec<protorb::ObjectRef>>,
     /// When set, `Subscribe` calls the listener back (`Ping`) before it returns: a nested
     /// callback into the caller's ORB.
     pub orb: Option<Orb>,
@@ -64,10 +64,9 @@ impl Store for StoreImpl {
     }
 
     fn subscribe(&self, _ctx: &Context, req: Subscription) -> Result<Subscription, Exception> {
-        let listener = req
-            .listener
-            .clone()
-            .ok_or_else(|| Exception::System(orb::SystemException::bad_param(0, "no listener")))?;
+        let listener = req.listener.clone().ok_or_else(|| {
+            Exception::System(protorb::SystemException::bad_param(0, "no listener"))
+        })?;
         if let Some(orb) = &self.orb {
             ListenerClient::narrow(orb, listener.clone())?.ping(())?;
         }
