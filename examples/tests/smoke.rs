@@ -355,6 +355,12 @@ fn async_echo_runs_10000_concurrent_calls_over_one_connection() {
         "{}",
         r.stdout
     );
+    assert!(
+        r.line("verdict:")
+            .ends_with("1000 of them answered after a tokio timer through a deferred reply"),
+        "{}",
+        r.stdout
+    );
 }
 
 #[test]

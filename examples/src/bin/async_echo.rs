@@ -1,5 +1,7 @@
 //! Asynchronous calls (AMI as futures): 10,000 `echo_async` calls in flight at once over one
-//! connection, under tokio, each reply checked against its own request.
+//! connection, under tokio, each reply checked against its own request. On the server, one
+//! call in ten is answered through a deferred reply (AMH) by a tokio task after a timer, so
+//! no ORB thread waits for the timer.
 //!
 //! Run: `cargo run --release -p orb-examples --bin async-echo` (prints a one-line verdict;
 //! `--calls N` and `--threads T` change the load and the ORBs' pool threads).
@@ -11,6 +13,7 @@
 use clap::Parser;
 use orb_examples::proto::echo::{Echo, EchoClient, EchoReply, EchoRequest, EchoSkeleton};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// async-echo: many asynchronous echo calls at once over one connection (tokio).
@@ -27,19 +30,40 @@ struct Cli {
     threads: u64,
 }
 
-struct Counter(AtomicU64);
+/// Answers every call; every `DEFER_EVERY`th one through a deferred reply, after an `await`
+/// on a tokio timer, so that no ORB thread waits for the timer.
+struct Counter {
+    served: AtomicU64,
+    deferred: Arc<AtomicU64>,
+    tokio: tokio::runtime::Handle,
+}
+
+/// One call in this many is answered after a tokio timer.
+const DEFER_EVERY: u64 = 10;
 
 impl Echo for Counter {
     fn echo(
         &self,
-        _ctx: &protorb::Context,
+        ctx: &protorb::Context,
         req: EchoRequest,
     ) -> Result<EchoReply, protorb::Exception> {
-        let served = self.0.fetch_add(1, Ordering::Relaxed) + 1;
-        Ok(EchoReply {
+        let served = self.served.fetch_add(1, Ordering::Relaxed) + 1;
+        let reply = EchoReply {
             text: req.text,
             served,
-        })
+        };
+        if served % DEFER_EVERY != 0 {
+            return Ok(reply);
+        }
+        // The ORB thread returns at once; a tokio task answers 1-5 ms later.
+        let handle = ctx.defer()?.typed::<EchoReply, protorb::Exception>();
+        self.deferred.fetch_add(1, Ordering::Relaxed);
+        self.tokio.spawn(async move {
+            tokio::time::sleep(Duration::from_millis(1 + served % 5)).await;
+            handle.reply(Ok(reply));
+        });
+        // Ignored once deferred: the handle answers.
+        Ok(EchoReply::default())
     }
 }
 
@@ -48,11 +72,24 @@ fn main() {
     let calls = cli.calls;
     let threads = usize::try_from(cli.threads).unwrap_or(usize::MAX);
 
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .expect("tokio runtime");
     let server = protorb::Orb::builder()
         .threads(threads)
         .build()
         .expect("server ORB");
-    let obj = server.activate("echo", EchoSkeleton::new(Counter(AtomicU64::new(0))));
+    let deferred = Arc::new(AtomicU64::new(0));
+    let obj = server.activate(
+        "echo",
+        EchoSkeleton::new(Counter {
+            served: AtomicU64::new(0),
+            deferred: deferred.clone(),
+            tokio: rt.handle().clone(),
+        }),
+    );
     // The client's pool threads drive its event loop: they read the replies and wake the
     // tasks (with `threads(0)` the application would run `orb.run()` on a thread instead).
     let client = protorb::Orb::builder()
@@ -62,10 +99,6 @@ fn main() {
         .expect("client ORB");
     let echo = EchoClient::new(&client, obj);
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .build()
-        .expect("tokio runtime");
     let started = Instant::now();
     let failures = rt.block_on(async {
         let mut set = tokio::task::JoinSet::new();
@@ -105,8 +138,14 @@ fn main() {
         );
         std::process::exit(1);
     }
+    let deferred = deferred.load(Ordering::Relaxed);
+    if calls >= DEFER_EVERY as u32 && deferred == 0 {
+        println!("verdict: FAILED no call was answered through a deferred reply");
+        std::process::exit(1);
+    }
     println!(
-        "verdict: OK {calls} concurrent calls over {} connection(s) in {} ms",
+        "verdict: OK {calls} concurrent calls over {} connection(s) in {} ms, {deferred} of them \
+         answered after a tokio timer through a deferred reply",
         stats.connections_opened,
         elapsed.as_millis()
     );
