@@ -61,8 +61,8 @@ struct Cli {
     /// ends in TIMEOUT (after --timeout).
     #[arg(long)]
     no_nested_upcalls: bool,
-    /// Deadline of the whole chain: 500ms, 3s, 1.5s, 2m, or seconds [default: 30s; 3s with
-    /// --no-nested-upcalls].
+    /// Deadline of the whole chain: 500ms, 3s, 1.5s, 2m, or seconds (default: 30s; 3s with
+    /// --no-nested-upcalls).
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     timeout: Option<Duration>,
     /// Print every level (default: all up to depth 20, else a sample).

@@ -398,7 +398,7 @@ fn help_explains_the_options_and_their_defaults() {
         "--depth <N>",
         "[default: 100]",
         "--no-nested-upcalls",
-        "[default: 30s; 3s with --no-nested-upcalls]",
+        "(default: 30s; 3s with --no-nested-upcalls)",
         "--all",
     ] {
         assert!(

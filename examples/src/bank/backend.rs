@@ -32,7 +32,7 @@ use std::time::Duration;
 #[derive(Parser, Debug)]
 #[command(name = "bank-backend")]
 struct Cli {
-    /// Accounts acc-0 ... acc-<N-1>.
+    /// Accounts acc-0 to acc-(N-1).
     #[arg(long, value_name = "N", default_value_t = 10)]
     accounts: u32,
     /// Opening balance of each.

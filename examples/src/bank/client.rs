@@ -39,7 +39,7 @@ const DEFAULT_FRONTEND: &str = "corbaloc:iiop:1.2@127.0.0.1:12812/bank";
 #[command(name = "bank-client")]
 struct Cli {
     /// The front end, IOR:... or corbaloc:...
-    /// [default: corbaloc:iiop:1.2@127.0.0.1:12812/bank]
+    /// (default: corbaloc:iiop:1.2@127.0.0.1:12812/bank)
     frontend: Option<String>,
     /// Start bank-backend and bank-frontend first (on free ports), then stop them.
     #[arg(long)]

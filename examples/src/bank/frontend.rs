@@ -32,7 +32,7 @@ const DEFAULT_BACKEND: &str = "corbaloc:iiop:1.2@127.0.0.1:12811/bank";
 #[command(name = "bank-frontend")]
 struct Cli {
     /// The back end, IOR:... or corbaloc:...
-    /// [default: corbaloc:iiop:1.2@127.0.0.1:12811/bank]
+    /// (default: corbaloc:iiop:1.2@127.0.0.1:12811/bank)
     backend: Option<String>,
     /// Port on 127.0.0.1 (0 picks a free one).
     #[arg(long, value_name = "N", default_value_t = 12812)]

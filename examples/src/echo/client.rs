@@ -27,11 +27,11 @@ const DEFAULT_TARGET: &str = "corbaloc:iiop:1.2@127.0.0.1:12809/echo";
 #[derive(Parser, Debug)]
 #[command(name = "echo-client")]
 struct Cli {
-    /// IOR:... or corbaloc:... as echo-server prints it [default:
-    /// corbaloc:iiop:1.2@127.0.0.1:12809/echo]. A first argument that starts otherwise is
+    /// IOR:... or corbaloc:... as echo-server prints it (default:
+    /// corbaloc:iiop:1.2@127.0.0.1:12809/echo). A first argument that starts otherwise is
     /// TEXT.
     reference: Option<String>,
-    /// What to send, the words joined by spaces [default: "hello"].
+    /// What to send, the words joined by spaces (default: "hello").
     text: Vec<String>,
     /// Call N times and print the mean round trip.
     #[arg(long, value_name = "N", default_value_t = 1)]

@@ -41,11 +41,11 @@ use std::time::Duration;
 #[derive(Parser, Debug)]
 #[command(name = "observer-publisher")]
 struct Cli {
-    /// Publish N events, then end the stream [default: until Ctrl-C].
+    /// Publish N events, then end the stream (default: until Ctrl-C).
     #[arg(long, value_name = "N")]
     events: Option<u64>,
-    /// Time between events: 500ms, 3s, 1.5s, 2m, or seconds [default: 1s; 100ms with
-    /// --subscribers].
+    /// Time between events: 500ms, 3s, 1.5s, 2m, or seconds (default: 1s; 100ms with
+    /// --subscribers).
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     interval: Option<Duration>,
     /// Start K observer-subscriber processes first (sub-1 ... sub-K) and check at the end that
@@ -55,7 +55,7 @@ struct Cli {
     /// With --subscribers: kill sub-2 half-way through, to show it being dropped.
     #[arg(long)]
     kill_one: bool,
-    /// Port on 127.0.0.1 [default: 12810; with --subscribers, a free one].
+    /// Port on 127.0.0.1 (default: 12810; with --subscribers, a free one).
     #[arg(long, value_name = "N")]
     port: Option<u16>,
     /// ORB pool threads.

@@ -32,9 +32,9 @@ const DEFAULT_PUBLISHER: &str = "corbaloc:iiop:1.2@127.0.0.1:12810/publisher";
 #[command(name = "observer-subscriber")]
 struct Cli {
     /// The publisher, IOR:... or corbaloc:...
-    /// [default: corbaloc:iiop:1.2@127.0.0.1:12810/publisher]
+    /// (default: corbaloc:iiop:1.2@127.0.0.1:12810/publisher)
     reference: Option<String>,
-    /// How the publisher calls us [default: sub-<pid>].
+    /// How the publisher calls us (default: sub-PID, with our process id).
     #[arg(long, value_name = "NAME")]
     name: Option<String>,
     /// ORB pool threads.
