@@ -5,4 +5,14 @@ fn main() {
         .bytes(["."])
         .compile_protos(&["proto/bench.proto"], &["proto"])
         .unwrap();
+
+    // `--impl tonic`: no protoc on our machines, so protox parses the file into descriptors
+    // and tonic-prost-build generates the messages and the gRPC client and server from them.
+    // Same `bytes` setting as the ORB's stubs, so both decode the payload alike.
+    println!("cargo:rerun-if-changed=proto/grpc_bench.proto");
+    let fds = protox::compile(["proto/grpc_bench.proto"], ["proto"]).unwrap();
+    tonic_prost_build::configure()
+        .bytes(".")
+        .compile_fds(fds)
+        .unwrap();
 }

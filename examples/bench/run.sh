@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the ORB and the raw-TCP baseline side by side (shared/bench/PROTOCOL.md) and prints a
+# Runs the ORB, the raw-TCP baseline and tonic side by side (shared/bench/PROTOCOL.md) and prints a
 # markdown table of the medians, with the ORB's ratio to raw, the targets and pass/fail.
 #
 #   examples/bench/run.sh            # the protocol's parameters, 3 runs (about 2 minutes)
@@ -17,6 +17,11 @@
 # lat also runs `--impl raw-epoll` (a diagnostic, not a target: raw with an epoll wait before
 # each read), which splits the ORB's cost over raw into the event loop's system calls and the
 # ORB's own code.
+#
+# tonic (gRPC, `--impl tonic`) runs lat, tput, big and the asynchronous workloads, for
+# comparison rows without a target. `lat-async` (orb and tonic; pinned like lat) and
+# `tput-async 1000` (orb and tonic; unpinned like tput) measure asynchronous calls from one
+# client thread on a tokio current-thread runtime (README, "Asynchronous workloads").
 #
 # Where omniORB is installed (Debian: libomniorb4-dev omniidl g++ pkg-config), lat, tput and
 # big also run omniORB (examples/bench/omniorb: a C++ client and server under the same
@@ -150,7 +155,7 @@ one() {
     shift 3
     local threads=2 scpu="$srv_cpu" ccpu="$cli_cpu"
     case "$name" in
-        tput) scpu=""; ccpu="" ;;
+        tput | tput-async) scpu=""; ccpu="" ;;
         tput_split) wl=tput; scpu=0; ccpu=1 ;;
     esac
     start_server "$imp" "$threads" "$scpu" || { failed=1; return 0; }
@@ -188,11 +193,15 @@ if [ "$busy_before" -gt 10 ]; then
 fi
 for run in $(seq 1 "$runs"); do
     echo "run $run of $runs" >&2
-    for wl in lat tput $split_tput big; do
-        impls="orb raw $omni_impl"
-        [ "$wl" = lat ] && impls="orb raw raw-epoll $omni_impl"
+    for wl in lat lat-async tput $split_tput tput-async big; do
+        case "$wl" in
+            lat) impls="orb raw raw-epoll tonic $omni_impl" ;;
+            *-async) impls="orb tonic" ;;
+            *) impls="orb raw tonic $omni_impl" ;;
+        esac
         for imp in $impls; do
             case "$wl" in
+                tput-async) one "$run" "$imp" "$wl" 1000 ;;
                 tput*) one "$run" "$imp" "$wl" 32 ;;
                 *) one "$run" "$imp" "$wl" ;;
             esac

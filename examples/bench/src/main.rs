@@ -1,10 +1,11 @@
 //! `orb-bench`: the benchmark protocol of `shared/bench/PROTOCOL.md` for the ORB (`--impl orb`,
-//! the default) and for a raw-TCP baseline (`--impl raw`) in one binary.
+//! the default), for a raw-TCP baseline (`--impl raw`) and for gRPC (`--impl tonic`) in one
+//! binary.
 //!
 //! ```text
-//! orb-bench server --port PORT --threads T [--impl orb|raw|raw-epoll]   # until SIGTERM/SIGINT
-//! orb-bench client --port PORT lat|tput [N]|big [--impl orb|raw|raw-epoll] [--quick] [--client-threads T]
-//! orb-bench nest --depth D [--threads T] [--impl orb|raw|raw-epoll]
+//! orb-bench server --port PORT --threads T [--impl orb|raw|raw-epoll|tonic]   # until SIGTERM/SIGINT
+//! orb-bench client --port PORT lat|lat-async|tput [N]|tput-async [N]|big [--impl IMPL] [--quick] [--client-threads T]
+//! orb-bench nest --depth D [--threads T] [--impl orb|raw|raw-epoll|tonic]
 //! orb-bench report FILE...                                    # markdown tables of run.sh files
 //! ```
 //!
@@ -13,15 +14,23 @@
 //! which in its `listening on 127.0.0.1:PORT` line. `--quick` shrinks the workloads for smoke
 //! runs (not the protocol's numbers). `--client-threads T` gives the client ORB T pool threads
 //! (default: 0 for `lat` and `big`, one caller at a time; 2, the ORB's default, for `tput`;
-//! see `orb_impl::client_orb`). The client's JSON line says which it used. `examples/bench/run.sh` runs everything side by side.
+//! see `orb_impl::client_orb`; 2 for `lat-async` and `tput-async`, whose replies only pool
+//! threads read). The client's JSON line says which it used. For `--impl tonic` it is the
+//! client runtime's worker threads (see `tonic_impl`). `examples/bench/run.sh` runs everything
+//! side by side.
 //!
-//! The raw baseline has no `nest` (it has no object references to call back): `--impl raw nest`
+//! `lat-async` and `tput-async N` (default 1,000) are the asynchronous workloads: one client
+//! thread running a tokio current-thread runtime, one call awaited at a time (`lat-async`) or
+//! N calls kept in flight over one connection (`tput-async`); raw has neither.
+//!
+//! The raw baseline and tonic have no `nest` (no object references to call back): `--impl raw nest`
 //! prints `"ok":false,"error":"not applicable ..."` and exits 0.
 
 mod metrics;
 mod orb_impl;
 mod raw;
 mod report;
+mod tonic_impl;
 mod workload;
 
 use metrics::{peak_rss_kb, JsonLine};
@@ -29,9 +38,10 @@ use std::process::ExitCode;
 use workload::{EchoConn, Params};
 
 const USAGE: &str = "usage:
-  orb-bench server --port PORT --threads T [--impl orb|raw|raw-epoll]
-  orb-bench client --port PORT lat|tput [N]|big [--impl orb|raw|raw-epoll] [--quick] [--client-threads T]
-  orb-bench nest --depth D [--threads T] [--impl orb|raw|raw-epoll]
+  orb-bench server --port PORT --threads T [--impl orb|raw|raw-epoll|tonic]
+  orb-bench client --port PORT lat|lat-async|tput [N]|tput-async [N]|big
+                   [--impl orb|raw|raw-epoll|tonic] [--quick] [--client-threads T]
+  orb-bench nest --depth D [--threads T] [--impl orb|raw|raw-epoll|tonic]
   orb-bench report FILE...";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +50,8 @@ enum Impl {
     Raw,
     /// The baseline with an epoll wait before each read (a diagnostic, see `raw`).
     RawEpoll,
+    /// gRPC (tonic over tokio), a comparison.
+    Tonic,
 }
 
 impl Impl {
@@ -48,6 +60,7 @@ impl Impl {
             Impl::Orb => "orb",
             Impl::Raw => "raw",
             Impl::RawEpoll => "raw-epoll",
+            Impl::Tonic => "tonic",
         }
     }
 }
@@ -84,6 +97,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
                     "orb" => Impl::Orb,
                     "raw" => Impl::Raw,
                     "raw-epoll" => Impl::RawEpoll,
+                    "tonic" => Impl::Tonic,
                     other => return Err(format!("unknown implementation `{other}`")),
                 }
             }
@@ -147,6 +161,7 @@ fn run(a: &Args) -> Result<bool, String> {
                 Impl::Orb => orb_impl::server(port, threads, wait)?,
                 Impl::Raw => raw::server(port, false, wait)?,
                 Impl::RawEpoll => raw::server(port, true, wait)?,
+                Impl::Tonic => tonic_impl::server(port, threads, wait)?,
             }
             Ok(true)
         }
@@ -156,17 +171,14 @@ fn run(a: &Args) -> Result<bool, String> {
             let threads = a.threads.unwrap_or(1);
             match a.imp {
                 Impl::Orb => orb_impl::nest(depth, threads),
-                Impl::Raw | Impl::RawEpoll => {
+                Impl::Raw | Impl::RawEpoll | Impl::Tonic => {
                     JsonLine::new()
                         .str("impl", a.imp.name())
                         .str("workload", "nest")
                         .int("depth", u64::from(depth))
                         .int("threads", threads as u64)
                         .bool("ok", false)
-                        .str(
-                            "error",
-                            "not applicable: raw TCP has no object references to call back",
-                        )
+                        .str("error", "not applicable: no object references to call back")
                         .print();
                     Ok(true)
                 }
@@ -216,6 +228,50 @@ fn client(a: &Args) -> Result<(), String> {
             let mut conn = raw::RawConn::connect(port, a.imp == Impl::RawEpoll)?;
             single(&mut conn, workload, &params, imp)?
         }
+        (Impl::Tonic, "lat" | "big") => {
+            let threads = a.client_threads.unwrap_or(0);
+            let rt = tonic_impl::client_runtime(threads)?;
+            let client = tonic_impl::channel(&rt, port, 1)?;
+            let mut conn = tonic_impl::TonicConn { rt: &rt, client };
+            let mut r = single(&mut conn, workload, &params, imp)?;
+            r.line = r.line.int("client_threads", threads as u64);
+            r
+        }
+        (Impl::Orb, "lat-async" | "tput-async") => {
+            let threads = a.client_threads.unwrap_or(orb_impl::ASYNC_CALLER_THREADS);
+            let orb = orb_impl::client_orb(threads)?;
+            let conn =
+                orb_impl::OrbAsyncConn(std::sync::Arc::new(orb_impl::echo_client(&orb, port)?));
+            let rt = workload::current_thread_runtime()?;
+            let r = if workload == "lat-async" {
+                workload::lat_async(&rt, conn, &params, imp)
+            } else {
+                workload::tput_async(&rt, conn, inflight(a)?, &params, imp)
+            };
+            orb_impl::report_client_stats(&orb, workload);
+            let opened = orb.stats().connections_opened;
+            orb.shutdown();
+            let mut r = r?;
+            assert_eq!(opened, 1, "{workload} must use one connection");
+            r.line = r.line.int("client_threads", threads as u64);
+            r
+        }
+        (Impl::Tonic, "lat-async" | "tput-async") => {
+            let rt = workload::current_thread_runtime()?;
+            let n = if workload == "lat-async" {
+                1
+            } else {
+                inflight(a)?
+            };
+            let conn = tonic_impl::TonicAsyncConn(tonic_impl::channel(&rt, port, n)?);
+            let mut r = if workload == "lat-async" {
+                workload::lat_async(&rt, conn, &params, imp)?
+            } else {
+                workload::tput_async(&rt, conn, n, &params, imp)?
+            };
+            r.line = r.line.int("client_threads", 0);
+            r
+        }
         (_, "tput") => {
             let n: usize = match a.positional.get(1) {
                 Some(s) => parse(s, "tput N")?,
@@ -244,12 +300,51 @@ fn client(a: &Args) -> Result<(), String> {
                     let make = |_| raw::RawConn::connect(port, a.imp == Impl::RawEpoll);
                     workload::tput(n, &make, &params, imp)?
                 }
+                Impl::Tonic => {
+                    let threads = a
+                        .client_threads
+                        .unwrap_or(tonic_impl::TPUT_CLIENT_THREADS)
+                        .max(1);
+                    let rt = tonic_impl::client_runtime(threads)?;
+                    // ONE channel, hence one HTTP/2 connection; each thread a clone of it.
+                    let client = tonic_impl::channel(&rt, port, n)?;
+                    let make = |_| {
+                        Ok(tonic_impl::TonicConn {
+                            rt: &rt,
+                            client: client.clone(),
+                        })
+                    };
+                    let mut r = workload::tput(n, &make, &params, imp)?;
+                    r.line = r.line.int("client_threads", threads as u64);
+                    r
+                }
             }
         }
-        (_, other) => return Err(format!("unknown workload `{other}` (lat, tput [N], big)")),
+        (Impl::Raw | Impl::RawEpoll, "lat-async" | "tput-async") => {
+            return Err(format!(
+                "{workload}: not implemented for {imp} (orb, tonic)"
+            ));
+        }
+        (_, other) => {
+            return Err(format!(
+                "unknown workload `{other}` (lat, lat-async, tput [N], tput-async [N], big)"
+            ))
+        }
     };
     outcome.line.int("peak_rss_kb", peak_rss_kb()).print();
     Ok(())
+}
+
+/// The N of `tput-async [N]`: calls in flight, default 1,000.
+fn inflight(a: &Args) -> Result<usize, String> {
+    let n: usize = match a.positional.get(1) {
+        Some(s) => parse(s, "tput-async N")?,
+        None => 1_000,
+    };
+    if n == 0 {
+        return Err("tput-async needs at least one call in flight".into());
+    }
+    Ok(n)
 }
 
 fn single(

@@ -5,7 +5,7 @@ use crate::metrics::{
     cross_check, main_thread_ctx_switches, peak_rss_kb, proc_status_ctx_switches, CtxSwitches,
     JsonLine,
 };
-use crate::workload::EchoConn;
+use crate::workload::{AsyncEchoConn, EchoConn};
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
@@ -74,6 +74,29 @@ impl EchoConn for OrbConn<'_> {
             .map_err(|e| e.to_string())
     }
 }
+
+/// An [`AsyncEchoConn`] over a generated stub shared by every task: `echo_async`, the
+/// generated asynchronous method (the request is written when it is called; a pool thread of
+/// the client ORB reads the reply and wakes the task).
+#[derive(Clone)]
+pub struct OrbAsyncConn(pub Arc<EchoClient>);
+
+impl AsyncEchoConn for OrbAsyncConn {
+    type Reply = Payload;
+
+    fn echo(
+        &mut self,
+        data: Vec<u8>,
+    ) -> impl std::future::Future<Output = Result<Payload, String>> + Send {
+        let reply = self.0.echo_async(Payload { data: data.into() });
+        async move { reply.await.map_err(|e| e.to_string()) }
+    }
+}
+
+/// Client pool threads for asynchronous calls (`lat-async`, `tput-async`): the ORB's default,
+/// 2. Nobody blocks in the ORB waiting for an asynchronous reply, so the pool threads are the
+/// ones that lead the event loop, read the replies and wake the tasks; with 0 nobody would.
+pub const ASYNC_CALLER_THREADS: usize = 2;
 
 impl AsRef<[u8]> for Payload {
     fn as_ref(&self) -> &[u8] {

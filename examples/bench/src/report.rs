@@ -114,8 +114,12 @@ const METRICS: [(&str, &str, &str, &str); 5] = [
 ];
 
 /// Implementations the ORB is compared with but has no target against: raw-epoll (what an
-/// event loop's system calls cost) and omniORB (the C++ ORB).
-const COMPARED: [(&str, &str); 2] = [("raw-epoll", "raw-epoll"), ("omniorb", "omniORB")];
+/// event loop's system calls cost), omniORB (the C++ ORB) and tonic (gRPC).
+const COMPARED: [(&str, &str); 3] = [
+    ("raw-epoll", "raw-epoll"),
+    ("omniorb", "omniORB"),
+    ("tonic", "tonic"),
+];
 
 fn verdict(v: Option<f64>, limit: f64, goal: f64, at_most: bool) -> &'static str {
     match v {
@@ -292,6 +296,8 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
         }
     }
 
+    print_async(&d);
+
     // The spread says how far one run's verdict can be trusted on a noisy machine.
     let list = |v: Vec<f64>| {
         v.iter()
@@ -323,7 +329,15 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
     println!("\nPer workload (medians): context switches per call and peak RSS of both processes; ORB server Leader/Followers counters per call.\n");
     println!("| workload | impl | server ctx sw/call | server peak RSS (KiB) | client ctx sw/call | client peak RSS (KiB) | server promotions/call | server follower wake-ups/call | p50 (µs) | p99 (µs) |");
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for wl in ["lat", "tput", "tput_split", "big", "nest"] {
+    for wl in [
+        "lat",
+        "lat-async",
+        "tput",
+        "tput_split",
+        "tput-async",
+        "big",
+        "nest",
+    ] {
         for imp in ["orb", "raw"]
             .into_iter()
             .chain(COMPARED.map(|(imp, _)| imp))
@@ -346,6 +360,61 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The asynchronous workloads (issue 19), where the run has them: the ORB's awaited call
+/// against its blocking one (target: lat-async p50 ≤ 1.1 × lat p50), and `tput-async` of the
+/// ORB against tonic (no target).
+fn print_async(d: &Data) {
+    if d.series("orb", "lat-async", "client", "p50_us").is_empty()
+        && d.series("orb", "tput-async", "client", "rps").is_empty()
+    {
+        return;
+    }
+    let inflight = d
+        .med("orb", "tput-async", "client", "inflight")
+        .map_or("N".into(), |n| format!("{n:.0}"));
+    println!(
+        "\nAsynchronous calls (one client thread on a tokio current-thread runtime; ratio: median \
+         of the per-run ratios):\n"
+    );
+    println!("| metric | orb | other | other is | ratio | target |");
+    println!("|---|---:|---:|---|---:|---|");
+    let r = median(d.ratios(
+        ("orb", "lat-async", "p50_us"),
+        ("orb", "lat", "p50_us"),
+        "client",
+        "client",
+    ));
+    println!(
+        "| lat-async p50 (µs) | {} | {} | orb lat (blocking) | {} | ≤ 1.1 × ({}) |",
+        fmt(d.med("orb", "lat-async", "client", "p50_us")),
+        fmt(d.med("orb", "lat", "client", "p50_us")),
+        fmt(r),
+        verdict(r, 1.1, 1.1, true)
+    );
+    for (name, wl, f) in [
+        ("lat-async p50 (µs)", "lat-async", "p50_us"),
+        ("tput-async (calls/s)", "tput-async", "rps"),
+        ("tput-async p50 (µs)", "tput-async", "p50_us"),
+        ("tput-async p99 (µs)", "tput-async", "p99_us"),
+    ] {
+        if d.series("tonic", wl, "client", f).is_empty() {
+            continue;
+        }
+        let name = name.replace("tput-async", &format!("tput-async {inflight}"));
+        println!(
+            "| {name} | {} | {} | tonic | {} | |",
+            fmt(d.med("orb", wl, "client", f)),
+            fmt(d.med("tonic", wl, "client", f)),
+            fmt(median(d.ratios(
+                ("orb", wl, f),
+                ("tonic", wl, f),
+                "client",
+                "client"
+            ))),
+        );
+    }
 }
 
 #[cfg(test)]

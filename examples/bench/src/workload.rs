@@ -219,3 +219,158 @@ pub fn big(conn: &mut impl EchoConn, p: &Params, imp: &str) -> Result<Outcome, S
         .num("ctx_switches_per_call", ctx.per_call(calls));
     Ok(Outcome { line })
 }
+
+/// One way of calling `echo(bytes) -> bytes` asynchronously. Each task of an asynchronous
+/// workload has its own clone (a shared stub behind an `Arc`, a tonic channel's handle): all
+/// clones share one connection.
+pub trait AsyncEchoConn: Clone + Send + 'static {
+    type Reply: AsRef<[u8]>;
+    /// Starts a call with `data`; the future resolves with the reply's payload.
+    fn echo(
+        &mut self,
+        data: Vec<u8>,
+    ) -> impl std::future::Future<Output = Result<Self::Reply, String>> + Send;
+}
+
+/// The runtime of the asynchronous workloads: tokio's current-thread runtime, so the one client
+/// thread runs every task (I/O and timers enabled: tonic's channel needs them, the ORB not).
+pub fn current_thread_runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("tokio runtime: {e}"))
+}
+
+/// `lat-async`: `lat` with each call awaited in turn on a current-thread runtime (one task, one
+/// call at a time): what an asynchronous call costs over a blocking one, alone.
+pub fn lat_async<C: AsyncEchoConn>(
+    rt: &tokio::runtime::Runtime,
+    mut conn: C,
+    p: &Params,
+    imp: &str,
+) -> Result<Outcome, String> {
+    let data = payload(1, SMALL);
+    let p = p.clone();
+    let (lats, wall, ctx) = rt.block_on(async move {
+        for _ in 0..p.lat_warmup {
+            check(&conn.echo(data.clone()).await?, &data)?;
+        }
+        let ctx0 = CtxSwitches::now();
+        let mut lats = Latencies::with_capacity(p.lat_calls);
+        let start = Instant::now();
+        for _ in 0..p.lat_calls {
+            let req = data.clone();
+            let t0 = Instant::now();
+            let reply = conn.echo(req).await?;
+            lats.push(t0.elapsed());
+            check(&reply, &data)?;
+        }
+        let wall = start.elapsed().as_secs_f64();
+        Ok::<_, String>((lats, wall, CtxSwitches::now().since(ctx0)))
+    })?;
+    let calls = lats.len() as u64;
+    let s = lats.sorted();
+    let line = JsonLine::new()
+        .str("impl", imp)
+        .str("workload", "lat-async")
+        .int("calls", calls)
+        .num("p50_us", s.percentile_us(50.0))
+        .num("p99_us", s.percentile_us(99.0))
+        .num("p999_us", s.percentile_us(99.9))
+        .num("mean_us", s.mean_us())
+        .num("rps", calls as f64 / wall)
+        .num("ctx_switches_per_call", ctx.per_call(calls));
+    Ok(Outcome { line })
+}
+
+const FOLLOWER_ERROR: &str = "another task failed";
+
+/// `tput-async N`: ONE client thread (a current-thread runtime) keeps `inflight` calls in
+/// flight over one connection: `inflight` tasks, each starting its next call as soon as its
+/// last one completes. Windows and counting as in `tput`: a call counts if it completes inside
+/// the measured window; its latency runs from the call being made (the request is written
+/// then, for the ORB) to the task seeing the reply. Context switches are the whole process's
+/// in the measured window (sampled by a timer task).
+pub fn tput_async<C: AsyncEchoConn>(
+    rt: &tokio::runtime::Runtime,
+    conn: C,
+    inflight: usize,
+    p: &Params,
+    imp: &str,
+) -> Result<Outcome, String> {
+    let (warmup, measure) = (p.tput_warmup, p.tput_measure);
+    let (all, ctx) = rt.block_on(async move {
+        let begin = Instant::now();
+        let warm_end = begin + warmup;
+        let end = warm_end + measure;
+        let failed = std::sync::Arc::new(AtomicBool::new(false));
+        let sampler = tokio::spawn(async move {
+            tokio::time::sleep_until(warm_end.into()).await;
+            let ctx0 = CtxSwitches::now();
+            tokio::time::sleep_until(end.into()).await;
+            CtxSwitches::now().since(ctx0)
+        });
+        let tasks: Vec<_> = (0..inflight)
+            .map(|i| {
+                let mut conn = conn.clone();
+                let failed = failed.clone();
+                tokio::spawn(async move {
+                    let data = payload(i as u64 + 2, SMALL);
+                    let mut lats = Latencies::with_capacity(1 << 10);
+                    loop {
+                        if failed.load(Ordering::Relaxed) {
+                            return Err(FOLLOWER_ERROR.to_string());
+                        }
+                        let req = data.clone();
+                        let t0 = Instant::now();
+                        let outcome = conn.echo(req).await.and_then(|r| check(&r, &data));
+                        let t1 = Instant::now();
+                        if let Err(e) = outcome {
+                            failed.store(true, Ordering::Relaxed);
+                            return Err(e);
+                        }
+                        if t1 > end {
+                            return Ok(lats);
+                        }
+                        if t1 >= warm_end {
+                            lats.push(t1 - t0);
+                        }
+                    }
+                })
+            })
+            .collect();
+        drop(conn);
+        let mut all = Latencies::default();
+        let mut errors = Vec::new();
+        for t in tasks {
+            match t.await {
+                Ok(Ok(l)) => all.extend(l),
+                Ok(Err(e)) => errors.push(e),
+                Err(e) => errors.push(format!("task failed: {e}")),
+            }
+        }
+        let ctx = sampler.await.map_err(|e| format!("sampler: {e}"))?;
+        // The failure itself, not the "another task failed" of the tasks it stopped.
+        match errors
+            .iter()
+            .find(|e| *e != FOLLOWER_ERROR)
+            .or(errors.first())
+        {
+            Some(e) => Err(e.clone()),
+            None => Ok((all, ctx)),
+        }
+    })?;
+    let calls = all.len() as u64;
+    let s = all.sorted();
+    let secs = measure.as_secs_f64();
+    let line = JsonLine::new()
+        .str("impl", imp)
+        .str("workload", "tput-async")
+        .int("inflight", inflight as u64)
+        .int("calls", calls)
+        .num("rps", calls as f64 / secs)
+        .num("p50_us", s.percentile_us(50.0))
+        .num("p99_us", s.percentile_us(99.0))
+        .num("ctx_switches_per_call", ctx.per_call(calls));
+    Ok(Outcome { line })
+}

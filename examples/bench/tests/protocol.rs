@@ -155,6 +155,83 @@ fn every_implementation_speaks_the_protocol() {
     }
 }
 
+/// The asynchronous workloads: `lat-async` and `tput-async N` (one current-thread runtime, N
+/// calls in flight over one connection) print the protocol's fields, for the ORB (its
+/// generated `echo_async`) and tonic.
+fn async_lines_follow_the_protocol(imp: &str, port: u16) {
+    let lat = client(imp, port, &["lat-async"]);
+    has(
+        &lat,
+        &[
+            "impl",
+            "workload",
+            "calls",
+            "p50_us",
+            "p99_us",
+            "rps",
+            "peak_rss_kb",
+        ],
+    );
+    assert_eq!(lat["impl"], imp);
+    assert_eq!(lat["workload"], "lat-async");
+    assert_eq!(lat["calls"], 2000);
+    let tput = client(imp, port, &["tput-async", "50"]);
+    has(
+        &tput,
+        &[
+            "impl", "workload", "inflight", "calls", "rps", "p50_us", "p99_us",
+        ],
+    );
+    assert_eq!(tput["impl"], imp);
+    assert_eq!(tput["workload"], "tput-async");
+    assert_eq!(tput["inflight"], 50);
+    assert!(tput["calls"].as_u64().unwrap() > 0, "{tput}");
+    // The default: 1,000 in flight.
+    let tput = client(imp, port, &["tput-async"]);
+    assert_eq!(tput["inflight"], 1000);
+    assert!(tput["calls"].as_u64().unwrap() > 0, "{tput}");
+}
+
+#[test]
+fn async_workloads_speak_the_protocol() {
+    for imp in ["orb", "tonic"] {
+        let server = Server::start(imp);
+        async_lines_follow_the_protocol(imp, server.port);
+        let s = server.stop();
+        server_line_follows_the_protocol(&s, imp);
+    }
+}
+
+#[test]
+fn tonic_speaks_the_protocol() {
+    let server = Server::start("tonic");
+    client_lines_follow_the_protocol("tonic", |w| client("tonic", server.port, w));
+    let s = server.stop();
+    server_line_follows_the_protocol(&s, "tonic");
+    // Warm-up calls included; tput counts only its window.
+    assert!(s["calls"].as_u64().unwrap() >= 2_200 + 22);
+    let nest = run(&["nest", "--impl", "tonic", "--depth", "10"]);
+    assert_eq!(nest["ok"], false);
+}
+
+#[test]
+fn raw_has_no_async_workloads() {
+    let out = Command::new(BIN)
+        .args([
+            "client",
+            "--impl",
+            "raw",
+            "--port",
+            "1",
+            "tput-async",
+            "--quick",
+        ])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty());
+}
+
 #[test]
 fn nest_runs_with_a_threadless_caller_and_raw_says_not_applicable() {
     for threads in ["1", "0"] {
