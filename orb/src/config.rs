@@ -2,6 +2,7 @@
 //! plain data, read by every layer, changed by none after the build.
 
 use crate::giop::DEFAULT_MAX_MESSAGE_SIZE;
+use crate::interceptor::Interceptors;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -27,6 +28,7 @@ pub(crate) struct Config {
     pub(crate) max_connections: usize,
     pub(crate) idle_timeout: Option<Duration>,
     pub(crate) collocation: bool,
+    pub(crate) interceptors: Interceptors,
 }
 
 impl Default for Config {
@@ -51,6 +53,7 @@ impl Default for Config {
             max_connections: 1024,
             idle_timeout: Some(Duration::from_secs(60)),
             collocation: true,
+            interceptors: Interceptors::default(),
         }
     }
 }

@@ -157,8 +157,10 @@ pub mod giop;
 #[cfg(not(feature = "unstable-wire"))]
 mod giop;
 pub mod guide;
+mod interceptor;
 mod ior;
 mod lf;
+mod metadata;
 mod orb;
 mod outbuf;
 mod reactor;
@@ -178,7 +180,9 @@ pub use client::proxy::ObjectProxy;
 pub use exception::{
     minor, CompletionStatus, Exception, SystemException, SystemExceptionKind, UserException,
 };
+pub use interceptor::{ClientInterceptor, ClientRequest, Outcome, ServerInterceptor, TraceContext};
 pub use ior::{IiopProfile, IorError, ObjectRef, TaggedComponent, TaggedProfile};
+pub use metadata::Metadata;
 pub use servant::{Context, ReplyHandle, Servant, TypedReplyHandle, OBJECT_REPOSITORY_ID};
 pub use stats::OrbStats;
 pub use version::Version;

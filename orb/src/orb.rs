@@ -6,6 +6,7 @@ use crate::config::Config;
 use crate::connection::Connection;
 use crate::endpoints::{BidirRoutes, Outbound};
 use crate::exception::{minor, CompletionStatus, SystemException, SystemExceptionKind};
+use crate::interceptor::{ClientInterceptor, ServerInterceptor};
 use crate::ior::ObjectRef;
 use crate::lf::{Lf, Participant};
 use crate::reactor::Reactor;
@@ -264,6 +265,24 @@ impl OrbBuilder {
     #[must_use]
     pub fn collocation(mut self, enabled: bool) -> Self {
         self.config.collocation = enabled;
+        self
+    }
+
+    /// Adds a client interceptor: its hooks run around every call this ORB makes, in
+    /// registration order before the request is sent and in reverse order after the reply
+    /// (see [`ClientInterceptor`] for what they may do, and the order in detail).
+    #[must_use]
+    pub fn client_interceptor(mut self, i: impl ClientInterceptor) -> Self {
+        self.config.interceptors.client.push(Arc::new(i));
+        self
+    }
+
+    /// Adds a server interceptor: its hooks run around every request this ORB serves, in
+    /// registration order before the servant runs and in reverse order after it (see
+    /// [`ServerInterceptor`]).
+    #[must_use]
+    pub fn server_interceptor(mut self, i: impl ServerInterceptor) -> Self {
+        self.config.interceptors.server.push(Arc::new(i));
         self
     }
 

@@ -7,6 +7,7 @@ pub(crate) use deferred::{Deferral, Discard, ReplySink};
 pub use deferred::{ReplyHandle, TypedReplyHandle};
 
 use crate::exception::{Exception, SystemException};
+use crate::metadata::Metadata;
 use crate::sync::std_lock as lock;
 use bytes::Bytes;
 use bytestring::ByteString;
@@ -63,6 +64,8 @@ struct ContextInner {
     request_id: u32,
     peer: Option<SocketAddr>,
     deadline: Option<Instant>,
+    /// The application's service contexts (empty, with no allocation, when none came).
+    metadata: Metadata,
     cancelled: AtomicBool,
     /// Whether the request may still be deferred, or was (see [`Context::defer`]).
     defer: Mutex<DeferState>,
@@ -89,6 +92,7 @@ impl Context {
             request_id,
             peer,
             deadline,
+            Metadata::default(),
             Weak::<()>::new(),
         )
     }
@@ -99,6 +103,7 @@ impl Context {
         request_id: u32,
         peer: Option<SocketAddr>,
         deadline: Option<Instant>,
+        metadata: Metadata,
         orb: Weak<dyn Any + Send + Sync>,
     ) -> Self {
         let inner = ContextInner {
@@ -107,6 +112,7 @@ impl Context {
             request_id,
             peer,
             deadline,
+            metadata,
             cancelled: AtomicBool::new(false),
             defer: Mutex::new(DeferState::Open),
             orb,
@@ -124,6 +130,7 @@ impl Context {
         request_id: u32,
         peer: Option<SocketAddr>,
         deadline: Option<Instant>,
+        metadata: Metadata,
         orb: &Weak<dyn Any + Send + Sync>,
     ) -> Self {
         if let Some(mut inner) = SPARE.take() {
@@ -133,6 +140,7 @@ impl Context {
                 i.request_id = request_id;
                 i.peer = peer;
                 i.deadline = deadline;
+                i.metadata = metadata;
                 *i.cancelled.get_mut() = false;
                 *i.defer.get_mut().unwrap_or_else(|e| e.into_inner()) = DeferState::Open;
                 if !Weak::ptr_eq(&i.orb, orb) {
@@ -147,6 +155,7 @@ impl Context {
             request_id,
             peer,
             deadline,
+            metadata,
             orb.clone(),
         )
     }
@@ -160,6 +169,7 @@ impl Context {
         if let Some(i) = Arc::get_mut(&mut inner) {
             i.object_key = Bytes::new();
             i.operation = ByteString::new();
+            i.metadata = Metadata::default();
             SPARE.set(Some(inner));
         }
     }
@@ -195,6 +205,13 @@ impl Context {
     /// inherit it.
     pub fn deadline(&self) -> Option<Instant> {
         self.inner.deadline
+    }
+
+    /// The request's metadata: the service contexts the caller attached (through
+    /// [`ObjectProxy::with_metadata`](crate::ObjectProxy::with_metadata) or a client
+    /// interceptor), without the ORB's own. Empty for a test context.
+    pub fn metadata(&self) -> &Metadata {
+        &self.inner.metadata
     }
 
     /// Whether the caller cancelled the request (CancelRequest, e.g. after its timeout), or
@@ -261,6 +278,11 @@ impl Context {
         }
     }
 
+    /// Whether the servant deferred the request (and `dispatch` has not returned yet).
+    pub(crate) fn is_deferred(&self) -> bool {
+        matches!(*lock(&self.inner.defer), DeferState::Deferred(_))
+    }
+
     /// Marks the request cancelled: the ORB's, on a CancelRequest or a close, never a
     /// servant's (a servant that could cancel its own request would only hide its reply).
     pub(crate) fn cancel(&self) {
@@ -306,6 +328,7 @@ mod tests {
             1,
             None,
             None,
+            Metadata::default(),
             &no_orb(),
         );
         let kept = a.clone();
@@ -316,6 +339,7 @@ mod tests {
             2,
             None,
             None,
+            Metadata::default(),
             &no_orb(),
         );
         b.cancel();
@@ -325,7 +349,15 @@ mod tests {
         assert!(!kept.is_cancelled());
         let addr = Arc::as_ptr(&b.inner);
         b.recycle();
-        let c = Context::for_upcall("third".into(), Bytes::new(), 3, None, None, &no_orb());
+        let c = Context::for_upcall(
+            "third".into(),
+            Bytes::new(),
+            3,
+            None,
+            None,
+            Metadata::default(),
+            &no_orb(),
+        );
         assert_eq!(
             Arc::as_ptr(&c.inner),
             addr,
@@ -339,7 +371,15 @@ mod tests {
         let name = Bytes::from(b"fourth".to_vec());
         drop(c);
         let op = ByteString::try_from(name.clone()).expect("UTF-8");
-        let d = Context::for_upcall(op, key.clone(), 4, None, None, &no_orb());
+        let d = Context::for_upcall(
+            op,
+            key.clone(),
+            4,
+            None,
+            None,
+            Metadata::default(),
+            &no_orb(),
+        );
         assert_eq!(&d.object_key()[..], &key[..]);
         assert_eq!(d.operation(), "fourth");
         d.recycle();
@@ -363,7 +403,15 @@ mod tests {
             .no_listen()
             .build()
             .expect("orb builds");
-        let ctx = Context::for_upcall("op".into(), Bytes::new(), 1, None, None, &orb.inner.me_any);
+        let ctx = Context::for_upcall(
+            "op".into(),
+            Bytes::new(),
+            1,
+            None,
+            None,
+            Metadata::default(),
+            &orb.inner.me_any,
+        );
         let got = ctx.orb().expect("the context names its ORB");
         assert!(Arc::ptr_eq(&got.inner, &orb.inner));
         drop(got);

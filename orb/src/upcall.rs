@@ -33,7 +33,7 @@ pub(crate) struct Upcall {
 pub(crate) trait Collocated {
     /// Runs `operation` of the object under `key` on the calling thread, with `body` as its
     /// CDR-encoded parameters, and returns its reply as if it had come over a connection
-    /// (`None` for a oneway).
+    /// (`None` for a oneway). `metadata` are the service contexts the caller attached.
     fn call_collocated(
         &self,
         key: bytes::Bytes,
@@ -41,6 +41,7 @@ pub(crate) trait Collocated {
         twoway: bool,
         body: Body,
         deadline: Instant,
+        metadata: &[crate::giop::ServiceContext],
     ) -> Result<Option<Reply>, SystemException>;
 }
 

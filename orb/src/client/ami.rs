@@ -163,6 +163,8 @@ impl OrbInner {
             write: &write,
             split: Some(octets),
             hint: 0,
+            // Not yet: asynchronous calls carry no metadata (see `interceptor.rs`).
+            metadata: &[],
         };
         let sent = self.send_request(
             &call.target,

@@ -4,6 +4,7 @@
 //! thread; its module docs give the semantics). Turned off with
 //! [`OrbBuilder::collocation`](crate::OrbBuilder::collocation).
 
+use super::invoke::Params;
 use crate::cdr::{ByteOrder, CdrWriter};
 use crate::exception::SystemException;
 use crate::giop::{Body, Reply};
@@ -36,11 +37,11 @@ impl OrbInner {
         profile: &IiopProfile,
         operation: &str,
         twoway: bool,
-        params: &dyn Fn(&mut CdrWriter<'_>),
+        params: Params<'_>,
         deadline: Instant,
     ) -> Result<Option<Reply>, SystemException> {
         let mut buf = BytesMut::new();
-        params(&mut CdrWriter::new(&mut buf, ByteOrder::NATIVE));
+        (params.write)(&mut CdrWriter::new(&mut buf, ByteOrder::NATIVE));
         let body = Body {
             bytes: buf.freeze(),
             offset: 0,
@@ -52,6 +53,7 @@ impl OrbInner {
             twoway,
             body,
             deadline,
+            params.metadata,
         )
     }
 }

@@ -34,6 +34,8 @@ pub(crate) struct Params<'a> {
     pub(crate) split: Option<&'a Bytes>,
     /// About how many bytes `write` writes, to size the frame buffer (without `split`).
     pub(crate) hint: usize,
+    /// The application's service contexts (metadata), sent after the ORB's own.
+    pub(crate) metadata: &'a [ServiceContext],
 }
 
 /// How many LOCATION_FORWARD hops (and CloseConnection retries) one call follows.
@@ -57,11 +59,12 @@ impl Orb {
         operation: &str,
         body: Bytes,
         timeout: Option<Duration>,
+        md: &[ServiceContext],
     ) -> Result<Bytes, Exception> {
         self.check_request_size(body.len())?;
         let reply = self
             .inner
-            .call_octets(target, operation, true, &body, timeout)?
+            .call_octets(target, operation, true, &body, timeout, md)?
             .ok_or_else(|| SystemException::internal("two-way call without reply"))?;
         octets_reply(reply)
     }
@@ -76,15 +79,17 @@ impl Orb {
         operation: &str,
         req: &M,
         timeout: Option<Duration>,
+        md: &[ServiceContext],
     ) -> Result<Bytes, Exception> {
         let len = req.encoded_len();
         if len >= crate::transport::SPLIT_BODY_AT {
-            return self.invoke(target, operation, Bytes::from(req.encode_to_vec()), timeout);
+            let body = Bytes::from(req.encode_to_vec());
+            return self.invoke(target, operation, body, timeout, md);
         }
         self.check_request_size(len)?;
         let reply = self
             .inner
-            .call_message(target, operation, req, len, timeout)?
+            .call_message(target, operation, req, len, timeout, md)?
             .ok_or_else(|| SystemException::internal("two-way call without reply"))?;
         octets_reply(reply)
     }
@@ -111,16 +116,17 @@ impl Orb {
         operation: &str,
         body: Bytes,
         timeout: Option<Duration>,
+        md: &[ServiceContext],
     ) -> Result<(), SystemException> {
         self.inner
-            .call_octets(target, operation, false, &body, timeout)
+            .call_octets(target, operation, false, &body, timeout, md)
             .map(|_| ())
     }
 
     pub(crate) fn is_a(&self, target: &ObjectRef, id: &str) -> Result<bool, SystemException> {
         let reply = self
             .inner
-            .call(target, "_is_a", true, &|w| w.write_string(id), None)?
+            .call(target, "_is_a", true, &|w| w.write_string(id), None, &[])?
             .ok_or_else(|| SystemException::internal("two-way call without reply"))?;
         bool_reply(&reply)
     }
@@ -128,7 +134,7 @@ impl Orb {
     pub(crate) fn non_existent(&self, target: &ObjectRef) -> Result<bool, SystemException> {
         let reply = self
             .inner
-            .call(target, "_non_existent", true, &|_| {}, None)?
+            .call(target, "_non_existent", true, &|_| {}, None, &[])?
             .ok_or_else(|| SystemException::internal("two-way call without reply"))?;
         match bool_reply(&reply) {
             Err(e) if e.kind == SystemExceptionKind::OBJECT_NOT_EXIST => Ok(true),
@@ -200,11 +206,13 @@ impl OrbInner {
         twoway: bool,
         body: &dyn Fn(&mut CdrWriter<'_>),
         timeout: Option<Duration>,
+        metadata: &[ServiceContext],
     ) -> Result<Option<Reply>, SystemException> {
         let params = Params {
             write: body,
             split: None,
             hint: 64,
+            metadata,
         };
         self.call_with(target, operation, twoway, params, timeout)
     }
@@ -218,12 +226,14 @@ impl OrbInner {
         twoway: bool,
         octets: &Bytes,
         timeout: Option<Duration>,
+        metadata: &[ServiceContext],
     ) -> Result<Option<Reply>, SystemException> {
         let body = |w: &mut CdrWriter<'_>| w.write_octets(octets);
         let params = Params {
             write: &body,
             split: Some(octets),
             hint: 0,
+            metadata,
         };
         self.call_with(target, operation, twoway, params, timeout)
     }
@@ -238,17 +248,35 @@ impl OrbInner {
         m: &M,
         len: usize,
         timeout: Option<Duration>,
+        metadata: &[ServiceContext],
     ) -> Result<Option<Reply>, SystemException> {
         let body = |w: &mut CdrWriter<'_>| w.write_message(m);
         let params = Params {
             write: &body,
             split: None,
             hint: len + 8,
+            metadata,
         };
         self.call_with(target, operation, true, params, timeout)
     }
 
     fn call_with(
+        &self,
+        target: &ObjectRef,
+        operation: &str,
+        twoway: bool,
+        params: Params<'_>,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Reply>, SystemException> {
+        if !self.config.interceptors.client.is_empty() {
+            // Around the whole call, hops and resends included (`client/intercept.rs`).
+            return self.call_intercepted(target, operation, twoway, params, timeout);
+        }
+        self.call_hops(target, operation, twoway, params, timeout)
+    }
+
+    /// [`call_with`](Self::call_with) without the interceptors.
+    pub(super) fn call_hops(
         &self,
         target: &ObjectRef,
         operation: &str,
@@ -302,7 +330,7 @@ impl OrbInner {
         deadline: Instant,
     ) -> Result<Option<Reply>, SystemException> {
         if let Some(profile) = target.primary().filter(|p| self.is_collocated(p)) {
-            return self.call_local(profile, operation, twoway, params.write, deadline);
+            return self.call_local(profile, operation, twoway, params, deadline);
         }
         let participant = twoway.then(Participant::bound);
         let waiter = participant.as_ref().map(|p| Waiter::Thread(p.clone()));
@@ -385,28 +413,32 @@ impl OrbInner {
         let _enter = span.enter();
         let remaining = deadline.saturating_duration_since(Instant::now());
         let deadline_context;
-        // Holds contexts only on the one request per connection that announces BiDir.
+        // Holds contexts only on the one request per connection that announces BiDir, and on
+        // requests with metadata.
         let mut first_contexts = Vec::new();
         let mut contexts: &[ServiceContext] = &[];
         if twoway && version >= Version::V1_1 {
             deadline_context = CallChain(current_chain()).with_deadline(Deadline(remaining));
             contexts = std::slice::from_ref(&deadline_context);
         }
-        if self.config.bidir
+        let announce = self.config.bidir
             && version >= Version::V1_2
             && matches!(conn.origin, Origin::Outbound(..))
             && !self.listen_addrs.is_empty()
-            && !conn.bidir_announced.swap(true, Ordering::AcqRel)
-        {
-            // Once per connection, as omniORB does: the peer may call our objects back over
-            // this connection instead of opening one to us.
-            let points = self
-                .listen_addrs
-                .iter()
-                .map(|a| (self.host.clone(), a.port()))
-                .collect();
+            && !conn.bidir_announced.swap(true, Ordering::AcqRel);
+        if announce || !params.metadata.is_empty() {
             first_contexts.extend_from_slice(contexts);
-            first_contexts.push(BiDirListenPoints(points).to_context());
+            if announce {
+                // Once per connection, as omniORB does: the peer may call our objects back
+                // over this connection instead of opening one to us.
+                let points = self
+                    .listen_addrs
+                    .iter()
+                    .map(|a| (self.host.clone(), a.port()))
+                    .collect();
+                first_contexts.push(BiDirListenPoints(points).to_context());
+            }
+            first_contexts.extend_from_slice(params.metadata);
             contexts = &first_contexts;
         }
         let target = TargetAddress::Key(profile.object_key.clone());

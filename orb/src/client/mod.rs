@@ -7,11 +7,13 @@
 //!   through the connection's `Mux` (`connection/mux.rs`).
 //! - [`collocated`]: the early branch of a call to an object of this same ORB, handed to the
 //!   server side without a socket (collocation).
+//! - [`intercept`]: client interceptors around a call, when any are registered.
 //! - [`proxy`]: [`ObjectProxy`](proxy::ObjectProxy), the handle generated stubs call through.
 //! - [`ami`]: asynchronous calls, [`ReplyFuture`](ami::ReplyFuture): the request is sent at
 //!   once by the calling thread, its reply completes a task's slot and wakes its `Waker`.
 
 pub(crate) mod ami;
 mod collocated;
+mod intercept;
 pub(crate) mod invoke;
 pub(crate) mod proxy;

@@ -2,9 +2,12 @@
 
 use crate::client::ami::ReplyFuture;
 use crate::exception::{Exception, SystemException};
+use crate::giop::ServiceContext;
 use crate::ior::ObjectRef;
+use crate::metadata::Metadata;
 use crate::orb::Orb;
 use bytes::Bytes;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A reference bound to an ORB: invokes operations on the remote (or collocated) object.
@@ -16,6 +19,8 @@ use std::time::Duration;
 pub struct ObjectProxy {
     orb: Orb,
     target: ObjectRef,
+    /// The metadata every call sends, encoded once (`None`: none, and no allocation).
+    metadata: Option<Arc<[ServiceContext]>>,
 }
 
 impl ObjectProxy {
@@ -24,7 +29,40 @@ impl ObjectProxy {
         ObjectProxy {
             orb: orb.clone(),
             target,
+            metadata: None,
         }
+    }
+
+    /// This proxy with `metadata` attached to every call it makes, in place of any it had
+    /// (as GIOP service contexts; a servant reads them with
+    /// [`Context::metadata`](crate::Context::metadata), client interceptors see and may add
+    /// to them). Encoded once, here. Not sent by asynchronous calls yet.
+    ///
+    /// ```
+    /// # use protorb::{Metadata, ObjectProxy, Orb};
+    /// # let orb = Orb::builder().threads(0).no_listen().build()?;
+    /// # let target = orb.string_to_object("corbaloc::127.0.0.1:1/x")?;
+    /// let mut md = Metadata::new();
+    /// md.insert_str("tenant", "acme");
+    /// let proxy = ObjectProxy::new(&orb, target).with_metadata(md);
+    /// assert_eq!(proxy.metadata().get_str("tenant"), Some("acme"));
+    /// # orb.shutdown();
+    /// # Ok::<(), protorb::SystemException>(())
+    /// ```
+    #[must_use]
+    pub fn with_metadata(mut self, metadata: Metadata) -> Self {
+        self.metadata = (!metadata.is_empty()).then(|| metadata.to_contexts().into());
+        self
+    }
+
+    /// The metadata contexts each call sends.
+    fn md(&self) -> &[ServiceContext] {
+        self.metadata.as_deref().unwrap_or(&[])
+    }
+
+    /// The metadata this proxy attaches to its calls.
+    pub fn metadata(&self) -> Metadata {
+        Metadata::from_contexts(self.md()).unwrap_or_default()
     }
 
     /// The target reference.
@@ -46,7 +84,8 @@ impl ObjectProxy {
         body: Bytes,
         timeout: Option<Duration>,
     ) -> Result<Bytes, Exception> {
-        self.orb.invoke(&self.target, operation, body, timeout)
+        self.orb
+            .invoke(&self.target, operation, body, timeout, self.md())
     }
 
     /// [`invoke`](Self::invoke) with the request message itself (what generated stubs call):
@@ -59,7 +98,7 @@ impl ObjectProxy {
         timeout: Option<Duration>,
     ) -> Result<Bytes, Exception> {
         self.orb
-            .invoke_message(&self.target, operation, req, timeout)
+            .invoke_message(&self.target, operation, req, timeout, self.md())
     }
 
     /// The asynchronous form of [`invoke`](Self::invoke) (AMI): sends the request now and
@@ -149,7 +188,8 @@ impl ObjectProxy {
     /// opening the connection, and room in the connection's outgoing queue if a peer that
     /// does not read has filled it. See [`invoke_oneway_with_timeout`](Self::invoke_oneway_with_timeout).
     pub fn invoke_oneway(&self, operation: &str, body: Bytes) -> Result<(), SystemException> {
-        self.orb.invoke_oneway(&self.target, operation, body, None)
+        self.orb
+            .invoke_oneway(&self.target, operation, body, None, self.md())
     }
 
     /// [`invoke_oneway`](Self::invoke_oneway) bounded by `timeout` instead of the ORB's
@@ -169,7 +209,7 @@ impl ObjectProxy {
         timeout: Duration,
     ) -> Result<(), SystemException> {
         self.orb
-            .invoke_oneway(&self.target, operation, body, Some(timeout))
+            .invoke_oneway(&self.target, operation, body, Some(timeout), self.md())
     }
 
     /// A two-way call of a plain CORBA (IDL) operation, whose parameters are not one protobuf
@@ -210,7 +250,7 @@ impl ObjectProxy {
     ) -> Result<crate::cdr::CdrReply, SystemException> {
         self.orb
             .inner
-            .call(&self.target, operation, true, body, timeout)?
+            .call(&self.target, operation, true, body, timeout, self.md())?
             .ok_or_else(|| SystemException::internal("two-way call without reply"))?
             .into_cdr_reply()
     }

@@ -24,6 +24,9 @@ pub mod context_id {
     /// Our error text context ("RB" + 2), on SYSTEM_EXCEPTION replies: the exception's detail
     /// text, which the CORBA reply body has no field for. See [`ErrorText`](super::ErrorText).
     pub const ERROR_TEXT: u32 = 0x5242_0002;
+    /// Our string metadata context ("RB" + 3): the string key/value pairs of a request's
+    /// metadata, as an encapsulated `sequence<struct { string key; string value; }>`.
+    pub const METADATA: u32 = 0x5242_0003;
 }
 
 /// One service context: an id and its data (an encapsulation, kept as raw bytes).

@@ -7,7 +7,9 @@
 //! - User and system exceptions come back as they would in a reply; a panicking servant
 //!   becomes UNKNOWN (minor `SERVANT_PANIC`), completed MAYBE.
 //! - The servant's [`Context`] has the call's deadline (a oneway's has none, as on the wire),
-//!   request id 0 and no peer: [`Context::peer`] is `None`.
+//!   request id 0 and no peer: [`Context::peer`] is `None`. Its metadata is the caller's.
+//! - Interceptors run as over a connection: the client's around the call, the server's
+//!   around the servant.
 //! - The deadline cannot interrupt a servant running on the caller's own stack: a call whose
 //!   deadline has passed before dispatch is not run (TIMEOUT, completed NO); one whose servant
 //!   returns after it gets TIMEOUT, completed MAYBE, and the result is dropped.
@@ -22,8 +24,9 @@
 
 use crate::cdr::{ByteOrder, CdrWriter};
 use crate::exception::{minor, CompletionStatus, Exception, SystemException, SystemExceptionKind};
-use crate::giop::{encode_system_exception, Body, Reply, ReplyHeader, ReplyStatus};
+use crate::giop::{encode_system_exception, Body, Reply, ReplyHeader, ReplyStatus, ServiceContext};
 use crate::lf::{Exit, Participant};
+use crate::metadata::Metadata;
 use crate::orb::OrbInner;
 use crate::servant::{Context, Discard, ReplySink};
 use crate::server::dispatch::ReplyBody;
@@ -43,12 +46,14 @@ impl Collocated for OrbInner {
         twoway: bool,
         body: Body,
         deadline: Instant,
+        metadata: &[ServiceContext],
     ) -> Result<Option<Reply>, SystemException> {
         self.stats.collocated_calls.fetch_add(1, Ordering::Relaxed);
         let span = tracing::debug_span!(
             "collocated",
             operation,
             object_key = %String::from_utf8_lossy(&key),
+            trace_id = tracing::field::Empty,
         );
         let _enter = span.enter();
         if twoway && Instant::now() >= deadline {
@@ -63,12 +68,14 @@ impl Collocated for OrbInner {
             return Err(crate::orb::Orb::nesting_error());
         }
         let ctx_deadline = twoway.then_some(deadline);
+        let metadata = Metadata::from_contexts(metadata)?;
         let ctx = Context::for_upcall(
             ByteString::from(operation),
             key,
             0,
             None,
             ctx_deadline,
+            metadata,
             &self.me_any,
         );
         let serving = Serving::enter(None, ctx_deadline, None);

@@ -87,6 +87,7 @@ impl OrbInner {
             operation = ctx.operation(),
             object_key = %String::from_utf8_lossy(key),
             peer = %conn.peer,
+            trace_id = tracing::field::Empty,
         );
         let _enter = span.enter();
         let serving = Serving::enter(Some(&conn), deadline, chain);
@@ -135,8 +136,17 @@ impl OrbInner {
 
     /// Runs the servant for one request on this thread (`depth` upcalls below it on the
     /// stack): the cancellation and stack checks, the dispatch, a panic turned into UNKNOWN.
-    /// Shared by upcalls from the network and collocated calls.
+    /// Shared by upcalls from the network and collocated calls. Server interceptors, if any,
+    /// run around it (`server/intercept.rs`).
     pub(crate) fn run_servant(&self, body: Body, ctx: &Context, depth: usize) -> ReplyBody {
+        if !self.config.interceptors.server.is_empty() {
+            return self.run_intercepted(body, ctx, depth);
+        }
+        self.run_guarded(body, ctx, depth)
+    }
+
+    /// [`run_servant`](Self::run_servant) without the interceptors.
+    pub(super) fn run_guarded(&self, body: Body, ctx: &Context, depth: usize) -> ReplyBody {
         catch_unwind(AssertUnwindSafe(|| {
             if ctx.is_cancelled() {
                 // Cancelled while it waited for a thread: the caller has given up.

@@ -29,6 +29,7 @@ use crate::giop::{
     FrameError, LocateStatus, Message, TargetAddress, Version,
 };
 use crate::lf::{Driver, Lead, Participant};
+use crate::metadata::Metadata;
 use crate::orb::OrbInner;
 use crate::reactor::{Entry, Ready};
 use crate::servant::Context;
@@ -356,6 +357,14 @@ impl OrbInner {
                     self.refuse(conn, version, &request, crate::orb::Orb::nesting_error());
                     return Handled::Done;
                 }
+                // The application's contexts, bounded (no allocation when there are none).
+                let metadata = match Metadata::from_contexts(&request.header.service_context.0) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        self.refuse(conn, version, &request, e);
+                        return Handled::Done;
+                    }
+                };
                 self.dispatch_started(conn);
                 self.upcalls.started();
                 let h = &request.header;
@@ -380,6 +389,7 @@ impl OrbInner {
                     request_id,
                     Some(conn.peer),
                     deadline,
+                    metadata,
                     &self.me_any,
                 );
                 if request.header.response_expected() {

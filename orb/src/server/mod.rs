@@ -7,6 +7,7 @@
 //! - [`dispatch`]: running the request: the upcall into the servant (stack check, panic
 //!   catching, cancellation, deadline) and the reply it sends back.
 //!
+//! - [`intercept`]: server interceptors around the servant, when any are registered.
 //! - [`collocated`]: the upcall half of a call from this ORB to one of its own objects, run
 //!   on the calling thread without a socket (the client hands it over through
 //!   [`Collocated`](crate::upcall::Collocated)).
@@ -21,4 +22,5 @@
 mod collocated;
 pub(crate) mod dispatch;
 mod housekeeping;
+mod intercept;
 pub(crate) mod leader;

@@ -1,0 +1,69 @@
+//! Client interceptors around a call (the order and guarantees are in `interceptor.rs`):
+//! the branch [`call_with`](OrbInner::call_with) takes only when some are registered.
+
+use super::invoke::Params;
+use crate::exception::SystemException;
+use crate::giop::{Reply, ReplyStatus};
+use crate::interceptor::{ClientRequest, Outcome};
+use crate::ior::ObjectRef;
+use crate::metadata::Metadata;
+use crate::orb::OrbInner;
+use std::time::Duration;
+
+impl OrbInner {
+    /// Runs the client interceptors' before hooks, the call (with the metadata they left),
+    /// then the after hooks of those whose before hook succeeded, in reverse order.
+    pub(super) fn call_intercepted(
+        &self,
+        target: &ObjectRef,
+        operation: &str,
+        twoway: bool,
+        params: Params<'_>,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Reply>, SystemException> {
+        let chain = &self.config.interceptors.client;
+        // The proxy's metadata is ours already: it decodes.
+        let metadata = Metadata::from_contexts(params.metadata).unwrap_or_default();
+        let mut request = ClientRequest {
+            operation,
+            target,
+            twoway,
+            metadata,
+        };
+        let mut ran = 0;
+        let mut result = Ok(None);
+        for i in chain {
+            if let Err(e) = i.send_request(&mut request) {
+                tracing::debug!(error = %e, "call failed by a client interceptor; not sent");
+                result = Err(e);
+                break;
+            }
+            ran += 1;
+        }
+        if ran == chain.len() {
+            let contexts = request.metadata.to_contexts();
+            let params = Params {
+                metadata: &contexts,
+                ..params
+            };
+            result = self.call_hops(target, operation, twoway, params, timeout);
+        }
+        let reply_exception;
+        let outcome = match &result {
+            Err(e) => Outcome::SystemException(e),
+            Ok(None) => Outcome::Ok,
+            Ok(Some(reply)) => match reply.header.status {
+                ReplyStatus::UserException => Outcome::UserException,
+                ReplyStatus::SystemException => {
+                    reply_exception = reply.system_exception();
+                    Outcome::SystemException(&reply_exception)
+                }
+                _ => Outcome::Ok,
+            },
+        };
+        for i in chain[..ran].iter().rev() {
+            i.receive_reply(&request, outcome);
+        }
+        result
+    }
+}
