@@ -197,7 +197,9 @@ fn hooks_run_in_order_around_a_call() {
 fn metadata_travels_from_proxy_to_servant() {
     let log = log();
     let server = Orb::builder().threads(1).build().unwrap();
-    let client = Orb::builder().threads(0).no_listen().build().unwrap();
+    // A listening client: its first request also carries BiDir listen points, which, like
+    // the deadline context, are the ORB's own and not metadata.
+    let client = Orb::builder().threads(0).build().unwrap();
     let runs = Arc::new(AtomicUsize::new(0));
     let target = server.activate(
         "echo",
@@ -404,4 +406,103 @@ fn trace_id_continues_across_a_nested_chain() {
     client.shutdown();
     a.shutdown();
     b.shutdown();
+}
+
+/// A raw GIOP 1.2 two-way request of `op` on key `echo` with these service contexts and an
+/// empty octet sequence as body.
+fn raw_request(id: u32, op: &str, contexts: Vec<protorb::giop::ServiceContext>) -> Bytes {
+    use protorb::giop::{write_request, RequestHeader, ServiceContextList, TargetAddress, Version};
+    let header = RequestHeader {
+        request_id: id,
+        response_flags: 3,
+        target: TargetAddress::Key(Bytes::from_static(b"echo")),
+        operation: op.into(),
+        service_context: ServiceContextList(contexts.into_iter().collect()),
+    };
+    let mut buf = bytes::BytesMut::new();
+    write_request(&mut buf, Version::V1_2, &header, |w| w.write_octets(b""));
+    buf.freeze()
+}
+
+/// One GIOP message from `s`: (message type, whole message).
+fn read_message(s: &mut std::net::TcpStream) -> (u8, Vec<u8>) {
+    use std::io::Read;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut msg = vec![0u8; 12];
+    s.read_exact(&mut msg).unwrap();
+    let size = if msg[6] & 1 == 1 {
+        u32::from_le_bytes(msg[8..12].try_into().unwrap())
+    } else {
+        u32::from_be_bytes(msg[8..12].try_into().unwrap())
+    } as usize;
+    msg.resize(12 + size, 0);
+    s.read_exact(&mut msg[12..]).unwrap();
+    (msg[7], msg)
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// A peer sending too many contexts, or a string metadata context that does not decode, has
+/// its request refused with BAD_PARAM before the servant (or any interceptor) runs; the
+/// connection stays usable.
+#[test]
+fn hostile_metadata_is_refused_with_bad_param() {
+    use protorb::giop::ServiceContext;
+    use std::io::Write;
+    let log = log();
+    let server = Orb::builder()
+        .threads(1)
+        .server_interceptor(Server("s1", log.clone()))
+        .build()
+        .unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    server.activate(
+        "echo",
+        Echo {
+            runs: runs.clone(),
+            log: log.clone(),
+        },
+    );
+    let ctx = |id: u32, data: &'static [u8]| ServiceContext {
+        id,
+        data: Bytes::from_static(data),
+    };
+    let mut s = std::net::TcpStream::connect(server.listen_addrs()[0]).unwrap();
+    let many = (0..=Metadata::MAX_ENTRIES as u32)
+        .map(|i| ctx(0x100 + i, b""))
+        .collect();
+    let garbage = vec![ctx(
+        Metadata::STRINGS_CONTEXT_ID,
+        &[0, 0xff, 0xff, 0xff, 0x7f],
+    )];
+    for (id, contexts) in [(1, many), (2, garbage)] {
+        s.write_all(&raw_request(id, "x", contexts)).unwrap();
+        let (kind, msg) = read_message(&mut s);
+        assert_eq!(kind, 1, "a Reply");
+        assert!(
+            contains(&msg, b"IDL:omg.org/CORBA/BAD_PARAM:1.0"),
+            "{msg:?}"
+        );
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    assert!(take(&log).is_empty(), "an interceptor ran");
+    // Within the bounds, on the same connection: served, metadata seen.
+    let fine = (0..3).map(|i| ctx(0x100 + i, b"\x01")).collect();
+    s.write_all(&raw_request(3, "y", fine)).unwrap();
+    let (kind, msg) = read_message(&mut s);
+    assert_eq!(kind, 1);
+    assert!(!contains(&msg, b"IDL:omg.org/CORBA/"), "{msg:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        take(&log),
+        [
+            "server s1 before y",
+            "servant y [0x100:1,0x101:1,0x102:1]",
+            "server s1 after y ok"
+        ]
+    );
+    server.shutdown();
 }
