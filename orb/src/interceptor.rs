@@ -85,9 +85,10 @@ impl ClientRequest<'_> {
 ///   a before hook counts as its refusal; the other after hooks still run).
 /// - Collocated calls run both: the client hooks around the call, the server hooks around the
 ///   servant, as over a connection (the server hooks see [`Context::peer`] `None`).
-/// - Asynchronous calls ([`ObjectProxy::invoke_async`](crate::ObjectProxy::invoke_async)) do
-///   not run client interceptors yet and carry no metadata; the server side still runs its
-///   hooks for them.
+/// - Asynchronous calls ([`ObjectProxy::invoke_async`](crate::ObjectProxy::invoke_async)):
+///   the before hooks run when the call is made, on the calling thread; the after hooks in
+///   the poll that resolves the future (on the executor's thread), not at all if the future
+///   is dropped before.
 /// - Without any interceptor registered the ORB does nothing more per call than check that a
 ///   list is empty.
 pub trait ClientInterceptor: Send + Sync + 'static {

@@ -506,3 +506,44 @@ fn hostile_metadata_is_refused_with_bad_param() {
     );
     server.shutdown();
 }
+
+/// Asynchronous calls run the same hooks (before when made, after when the future resolves)
+/// and carry the proxy's metadata; a client interceptor failing one resolves it at once.
+#[test]
+fn asynchronous_calls_run_the_hooks_and_carry_metadata() {
+    let s = setup();
+    let client = Orb::builder()
+        .threads(1)
+        .no_listen()
+        .client_interceptor(Client("c1", s.log.clone()))
+        .build()
+        .unwrap();
+    let mut md = Metadata::new();
+    md.insert_str("k", "v");
+    let proxy = ObjectProxy::new(&client, s.target.clone()).with_metadata(md);
+    let f = proxy.invoke_async("hello", Bytes::from("x"), None);
+    assert_eq!(&futures::executor::block_on(f).unwrap()[..], b"x");
+    assert_eq!(
+        take(&s.log),
+        [
+            "client c1 before hello",
+            "server s1 before hello",
+            "server s2 before hello",
+            "servant hello [k=v,from-c1=1]",
+            "server s2 after hello ok",
+            "server s1 after hello ok",
+            "client c1 after hello ok",
+        ]
+    );
+    let e =
+        futures::executor::block_on(proxy.invoke_async("blocked", Bytes::new(), None)).unwrap_err();
+    assert!(
+        matches!(e, Exception::System(ref e) if e.kind == SystemExceptionKind::NO_PERMISSION),
+        "{e:?}"
+    );
+    assert_eq!(take(&s.log), ["client c1 before blocked"]);
+    assert_eq!(s.runs.load(Ordering::SeqCst), 1);
+    client.shutdown();
+    s.client.shutdown();
+    s.server.shutdown();
+}

@@ -23,6 +23,11 @@
 //! - **Dropping cancels.** A future dropped before its reply takes its waiter out of the
 //!   `Mux` and sends CancelRequest; the reply, if it still comes, is dropped and counted
 //!   ([`OrbStats::late_replies_dropped`](crate::OrbStats::late_replies_dropped)).
+//! - **Interceptors and metadata.** The client interceptors' before hooks run when the call
+//!   is made, on the calling thread (one that fails it resolves the future at once, nothing
+//!   sent); their after hooks run in the poll that resolves the future. A future dropped
+//!   before it resolves runs no after hook. The metadata (the proxy's and what the hooks
+//!   added) is encoded once and sent again with a forwarded or retried request.
 //! - **Forwards and retries** are followed as in blocking calls (LOCATION_FORWARD, and a
 //!   request the peer closed the connection on unprocessed): the request is sent again from
 //!   the poll that sees the reply, which may connect to the new endpoint there.
@@ -30,9 +35,11 @@
 use crate::cdr::CdrWriter;
 use crate::client::invoke::{forward_target, octets_reply, Params, Sent, MAX_HOPS};
 use crate::exception::{minor, CompletionStatus, Exception, SystemException, SystemExceptionKind};
-use crate::giop::ReplyStatus;
+use crate::giop::{ReplyStatus, ServiceContext};
+use crate::interceptor::{ClientRequest, Outcome};
 use crate::ior::ObjectRef;
 use crate::lf::{TaskSlot, Waiter};
+use crate::metadata::Metadata;
 use crate::orb::{Orb, OrbInner};
 use crate::timers::DeadlineKey;
 use crate::upcall::inherited_deadline;
@@ -65,6 +72,18 @@ use std::time::{Duration, Instant};
 #[derive(Debug)]
 pub struct ReplyFuture {
     state: State,
+    /// The call as its interceptors' after hooks see it (only with client interceptors:
+    /// boxed, so that a future without them stays small and costs no allocation).
+    hooks: Option<Box<AfterHooks>>,
+}
+
+/// What running the after hooks of an asynchronous call takes.
+#[derive(Debug)]
+struct AfterHooks {
+    orb: Orb,
+    target: ObjectRef,
+    operation: Box<str>,
+    metadata: Metadata,
 }
 
 #[derive(Debug)]
@@ -83,6 +102,8 @@ struct Call {
     body: Bytes,
     deadline: Instant,
     hops: usize,
+    /// The metadata contexts the request carries (`None`: none).
+    metadata: Option<Arc<[ServiceContext]>>,
 }
 
 /// A request on the wire with a task waiting for its reply.
@@ -112,6 +133,7 @@ impl ReplyFuture {
         operation: &str,
         body: Bytes,
         timeout: Option<Duration>,
+        md: &[ServiceContext],
     ) -> Self {
         let inner = &orb.inner;
         let max = inner.config.max_message_size;
@@ -129,21 +151,53 @@ impl ReplyFuture {
         if let Some(inherited) = inherited_deadline() {
             deadline = deadline.min(inherited);
         }
+        let chain = &inner.config.interceptors.client;
+        let mut metadata = (!md.is_empty()).then(|| Arc::from(md));
+        let mut hooks = None;
+        if !chain.is_empty() {
+            let mut request = ClientRequest {
+                operation,
+                target,
+                twoway: true,
+                // The proxy's metadata is ours already: it decodes.
+                metadata: Metadata::from_contexts(md).unwrap_or_default(),
+            };
+            for (ran, i) in chain.iter().enumerate() {
+                if let Err(e) = i.send_request(&mut request) {
+                    tracing::debug!(error = %e, "call failed by a client interceptor; not sent");
+                    for i in chain[..ran].iter().rev() {
+                        i.receive_reply(&request, Outcome::SystemException(&e));
+                    }
+                    return Self::failed(e);
+                }
+            }
+            let contexts = request.metadata.to_contexts();
+            metadata = (!contexts.is_empty()).then(|| contexts.into());
+            hooks = Some(Box::new(AfterHooks {
+                orb: orb.clone(),
+                target: target.clone(),
+                operation: operation.into(),
+                metadata: request.metadata,
+            }));
+        }
         let call = Call {
             target: target.clone(),
             operation: operation.into(),
             body,
             deadline,
             hops: 0,
+            metadata,
         };
         ReplyFuture {
             state: InFlight::send(orb, call),
+            hooks,
         }
     }
 
     fn failed(e: impl Into<Exception>) -> Self {
         ReplyFuture {
             state: State::Ready(Some(Err(e.into()))),
+            hooks: None,
         }
     }
 }
@@ -163,8 +217,7 @@ impl OrbInner {
             write: &write,
             split: Some(octets),
             hint: 0,
-            // Not yet: asynchronous calls carry no metadata (see `interceptor.rs`).
-            metadata: &[],
+            metadata: call.metadata.as_deref().unwrap_or(&[]),
         };
         let sent = self.send_request(
             &call.target,
@@ -242,6 +295,33 @@ impl Future for ReplyFuture {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
+        let Poll::Ready(result) = this.poll_reply(cx) else {
+            return Poll::Pending;
+        };
+        if let Some(h) = this.hooks.take() {
+            let request = ClientRequest {
+                operation: &h.operation,
+                target: &h.target,
+                twoway: true,
+                metadata: h.metadata,
+            };
+            let outcome = match &result {
+                Ok(_) => Outcome::Ok,
+                Err(Exception::User(_)) => Outcome::UserException,
+                Err(Exception::System(e)) => Outcome::SystemException(e),
+            };
+            for i in h.orb.inner.config.interceptors.client.iter().rev() {
+                i.receive_reply(&request, outcome);
+            }
+        }
+        Poll::Ready(result)
+    }
+}
+
+impl ReplyFuture {
+    /// [`poll`](Future::poll) without the interceptors' after hooks.
+    fn poll_reply(&mut self, cx: &mut Context<'_>) -> Poll<Result<Bytes, Exception>> {
+        let this = self;
         loop {
             let f = match &mut this.state {
                 State::Ready(r) => {
@@ -337,6 +417,7 @@ impl InFlight {
             body: self.call.body.clone(),
             deadline: self.call.deadline,
             hops: self.call.hops,
+            metadata: self.call.metadata.clone(),
         }
     }
 }

@@ -36,7 +36,7 @@ impl ObjectProxy {
     /// This proxy with `metadata` attached to every call it makes, in place of any it had
     /// (as GIOP service contexts; a servant reads them with
     /// [`Context::metadata`](crate::Context::metadata), client interceptors see and may add
-    /// to them). Encoded once, here. Not sent by asynchronous calls yet.
+    /// to them). Encoded once, here.
     ///
     /// ```
     /// # use protorb::{Metadata, ObjectProxy, Orb};
@@ -166,7 +166,7 @@ impl ObjectProxy {
         body: Bytes,
         timeout: Option<Duration>,
     ) -> ReplyFuture {
-        ReplyFuture::start(&self.orb, &self.target, operation, body, timeout)
+        ReplyFuture::start(&self.orb, &self.target, operation, body, timeout, self.md())
     }
 
     /// [`invoke_async`](Self::invoke_async) with the request message itself (what generated
