@@ -107,6 +107,55 @@ pub trait ClientInterceptor: Send + Sync + 'static {
 
 /// Runs around every request an ORB serves (see [`ClientInterceptor`] for the order and
 /// guarantees of both sides).
+///
+/// ```
+/// use bytes::Bytes;
+/// use protorb::{
+///     CompletionStatus, Context, Exception, Metadata, ObjectProxy, Orb, Servant,
+///     ServerInterceptor, SystemException, SystemExceptionKind,
+/// };
+///
+/// /// Refuses every request without the right token, before the servant runs.
+/// struct Auth;
+///
+/// impl ServerInterceptor for Auth {
+///     fn receive_request(&self, ctx: &Context) -> Result<(), SystemException> {
+///         match ctx.metadata().get_str("token") {
+///             Some("s3cret") => Ok(()),
+///             _ => Err(SystemException::new(
+///                 SystemExceptionKind::NO_PERMISSION,
+///                 0,
+///                 CompletionStatus::No,
+///             )),
+///         }
+///     }
+/// }
+///
+/// struct Hello;
+///
+/// impl Servant for Hello {
+///     fn repository_id(&self) -> &'static str {
+///         "IDL:demo/Hello:1.0"
+///     }
+///     fn dispatch(&self, _op: &str, _body: Bytes, _ctx: &Context) -> Result<Bytes, Exception> {
+///         Ok(Bytes::from("hello"))
+///     }
+/// }
+///
+/// let server = Orb::builder().threads(1).server_interceptor(Auth).build()?;
+/// let obj = server.activate("hello", Hello);
+/// let client = Orb::builder().threads(0).no_listen().build()?;
+/// let proxy = ObjectProxy::new(&client, obj);
+/// let refused = proxy.invoke("hi", Bytes::new(), None).unwrap_err();
+/// assert!(matches!(refused, Exception::System(e) if e.kind == SystemExceptionKind::NO_PERMISSION));
+/// let mut md = Metadata::new();
+/// md.insert_str("token", "s3cret");
+/// let reply = proxy.with_metadata(md).invoke("hi", Bytes::new(), None)?;
+/// assert_eq!(&reply[..], b"hello");
+/// # client.shutdown();
+/// # server.shutdown();
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub trait ServerInterceptor: Send + Sync + 'static {
     /// Before the servant runs: reads the request's [`Context`] (operation, object key,
     /// [`peer`](Context::peer), [`metadata`](Context::metadata)); an error is the request's

@@ -118,6 +118,15 @@
 //! skips the socket and runs the servant on the calling thread, with the semantics of a
 //! remote call ([`OrbBuilder::collocation`], on by default).
 //!
+//! # Interceptors and metadata
+//!
+//! [`Metadata`] is what a caller attaches to its calls ([`ObjectProxy::with_metadata`]) and a
+//! servant reads ([`Context::metadata`]): binary entries keyed by service context id and
+//! string pairs, carried as GIOP service contexts. Interceptors registered with
+//! [`OrbBuilder::client_interceptor`] and [`OrbBuilder::server_interceptor`] run around every
+//! call and every upcall ([`ClientInterceptor`] gives the order); [`TraceContext`] propagates
+//! a W3C `traceparent` through them.
+//!
 //! # Stable API and the wire layer
 //!
 //! The stable API is what this page lists without features: the ORB, references, servants,
