@@ -5,6 +5,11 @@
 //! A call without interceptors and one through a no-op client and server interceptor
 //! allocate the same: the interceptor machinery itself allocates nothing when no metadata
 //! is added (and with none registered it is skipped after one empty-`Vec` check).
+//!
+//! Measured against the commit before interceptors (main at 700eb58), with the same
+//! counting allocator over 5,000 calls without interceptors or metadata: 7.00 allocations
+//! per collocated call and 1.06 per remote call (echo of 5 bytes, client `threads(0)`,
+//! server `threads(1)`) on both, so the unused feature adds none.
 
 use bytes::Bytes;
 use protorb::{
