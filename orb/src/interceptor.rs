@@ -220,7 +220,9 @@ pub(crate) fn hook_panicked() -> SystemException {
 ///   `upcall` span.
 ///
 /// `tracing` itself has no trace ids; this is the propagation half only, for logs to be
-/// correlated across processes (and with peers that speak W3C trace context).
+/// correlated across processes (and with peers that speak W3C trace context). The current
+/// trace is per thread and per upcall: a call made from another thread (a task answering a
+/// deferred request, a thread the servant spawned) starts a new trace.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TraceContext;
 

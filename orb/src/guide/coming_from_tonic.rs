@@ -13,7 +13,9 @@
 //! | `tonic::include_proto!("demo")` | `protorb::include_proto!("demo")` |
 //! | `#[tonic::async_trait] impl Echo for MyEcho` | `impl Echo for MyEcho`: plain methods taking `&self`, a [`Context`](crate::Context) and the request message; to answer from async code, `ctx.defer()?` gives a [`ReplyHandle`](crate::ReplyHandle) |
 //! | `client.echo(req).await` | `client.echo_async(req).await` (any executor; the request is on the wire before the first poll), or the blocking `client.echo(req)` |
-//! | `Request<T>` / `Response<T>` | the message itself; the request's metadata is in the `Context` (peer address, deadline, the ORB) |
+//! | `Request<T>` / `Response<T>` | the message itself; what the request carries beside it is in the `Context` (peer address, deadline, metadata, the ORB) |
+//! | `request.metadata_mut().insert("k", v)` / `request.metadata().get("k")` | [`ObjectProxy::with_metadata`](crate::ObjectProxy::with_metadata) (per proxy; generated clients: `EchoClient::from_proxy(client.proxy().clone().with_metadata(md))`) / [`Context::metadata`](crate::Context::metadata); string pairs and binary entries keyed by a `u32` context id ([`Metadata`](crate::Metadata)) |
+//! | `EchoClient::with_interceptor(channel, f)`, a tower layer on the server | [`OrbBuilder::client_interceptor`](crate::OrbBuilder::client_interceptor) / [`OrbBuilder::server_interceptor`](crate::OrbBuilder::server_interceptor), per ORB: every call and every upcall, before and after; a server hook refusing with `NO_PERMISSION` is tonic's `Err(Status::permission_denied(..))` |
 //! | `Server::builder().add_service(EchoServer::new(svc)).serve(addr)` | `let orb = Orb::builder().listen(addr).build()?; let obj = orb.activate("echo", EchoSkeleton::new(svc));` |
 //! | one service per path, routed by `/pkg.Service/Method` | any number of *objects* per ORB, each under its own key; a call names the object and the operation |
 //! | `EchoClient::connect("http://host:50051").await?` | `EchoClient::new(&orb, orb.string_to_object("corbaloc::host:2809/echo")?)` (or an IOR string, or a reference received in a message) |
@@ -30,7 +32,8 @@
 //! | `Code::Unknown` with a message | a user exception: `option (orb.raises) = "NotFound";` on the rpc, then `Err(EchoLookupError::NotFound(msg))` on both sides |
 //! | a timeout layer or `Request::set_timeout` | `echo_with_timeout(req, Duration)`, or the ORB's `call_timeout`; the deadline travels to the server, which sees it in `Context` |
 //! | client-streaming, server-streaming, bidi streams | not supported: the generator refuses streaming methods, or leaves them out with `skip_streaming(true)` |
-//! | `Endpoint::tls_config`, interceptors, metadata | not yet (planned: TLS with rustls, interceptors and metadata) |
+//! | `Endpoint::tls_config` | not yet (planned: TLS with rustls) |
+//! | response metadata (headers, trailers) | not yet: metadata travels from caller to servant only |
 //!
 //! # What you gain
 //!
