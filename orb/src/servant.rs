@@ -13,7 +13,7 @@ use bytes::Bytes;
 use bytestring::ByteString;
 use std::any::Any;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
@@ -67,8 +67,14 @@ struct ContextInner {
     /// The application's service contexts (empty, with no allocation, when none came).
     metadata: Metadata,
     cancelled: AtomicBool,
-    /// Whether the request may still be deferred, or was (see [`Context::defer`]).
-    defer: Mutex<DeferState>,
+    /// Whether the request may still be deferred, or was (see [`Context::defer`]): `OPEN`,
+    /// `DEFERRED` or `CLOSED`, changed only by a compare-exchange from `OPEN` (and from
+    /// `DEFERRED` to `CLOSED` by `close_deferral`). An upcall that did not defer closes it
+    /// with that one exchange, no lock.
+    defer_state: AtomicU8,
+    /// The deferral, once `DEFERRED`. `defer` holds this lock across its exchange and the
+    /// write, so whoever sees `DEFERRED` and then takes the lock finds it here.
+    deferral: Mutex<Option<Arc<Deferral>>>,
     /// The ORB serving the request (dangling for [`Context::for_test`]). A spare context
     /// keeps it from its last upcall, so that a thread serving one ORB never touches the
     /// reference counts: `for_upcall` only compares pointers.
@@ -114,7 +120,8 @@ impl Context {
             deadline,
             metadata,
             cancelled: AtomicBool::new(false),
-            defer: Mutex::new(DeferState::Open),
+            defer_state: AtomicU8::new(OPEN),
+            deferral: Mutex::new(None),
             orb,
         };
         Context {
@@ -142,7 +149,11 @@ impl Context {
                 i.deadline = deadline;
                 i.metadata = metadata;
                 *i.cancelled.get_mut() = false;
-                *i.defer.get_mut().unwrap_or_else(|e| e.into_inner()) = DeferState::Open;
+                *i.defer_state.get_mut() = OPEN;
+                let deferral = i.deferral.get_mut().unwrap_or_else(|e| e.into_inner());
+                if deferral.is_some() {
+                    *deferral = None;
+                }
                 if !Weak::ptr_eq(&i.orb, orb) {
                     i.orb = orb.clone();
                 }
@@ -254,16 +265,17 @@ impl Context {
     /// }
     /// ```
     pub fn defer(&self) -> Result<ReplyHandle, SystemException> {
-        let mut state = lock(&self.inner.defer);
-        match *state {
-            DeferState::Open => {
+        let mut slot = lock(&self.inner.deferral);
+        let state = &self.inner.defer_state;
+        match state.compare_exchange(OPEN, DEFERRED, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => {
                 let d = Arc::new(Deferral::new());
-                *state = DeferState::Deferred(d.clone());
-                drop(state);
+                *slot = Some(d.clone());
+                drop(slot);
                 Ok(ReplyHandle::new(self.clone(), d))
             }
-            DeferState::Deferred(_) => Err(defer_error("the request was deferred already")),
-            DeferState::Closed => Err(defer_error(
+            Err(DEFERRED) => Err(defer_error("the request was deferred already")),
+            Err(_) => Err(defer_error(
                 "the request's dispatch has returned; it can no longer be deferred",
             )),
         }
@@ -272,15 +284,21 @@ impl Context {
     /// `dispatch` returned: closes the request to [`defer`](Self::defer), and returns its
     /// deferral if the servant deferred it (the ORB then installs the reply's sink).
     pub(crate) fn close_deferral(&self) -> Option<Arc<Deferral>> {
-        match std::mem::replace(&mut *lock(&self.inner.defer), DeferState::Closed) {
-            DeferState::Deferred(d) => Some(d),
-            _ => None,
+        let state = &self.inner.defer_state;
+        match state.compare_exchange(OPEN, CLOSED, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) | Err(CLOSED) => None,
+            Err(_) => {
+                // DEFERRED: `defer` wrote the deferral before it let go of the lock.
+                let d = lock(&self.inner.deferral).take();
+                state.store(CLOSED, Ordering::Release);
+                d
+            }
         }
     }
 
     /// Whether the servant deferred the request (and `dispatch` has not returned yet).
     pub(crate) fn is_deferred(&self) -> bool {
-        matches!(*lock(&self.inner.defer), DeferState::Deferred(_))
+        self.inner.defer_state.load(Ordering::Acquire) == DEFERRED
     }
 
     /// Marks the request cancelled: the ORB's, on a CancelRequest or a close, never a
@@ -290,16 +308,12 @@ impl Context {
     }
 }
 
-/// Whether a request may be deferred ([`Context::defer`]).
-#[derive(Debug)]
-enum DeferState {
-    /// Its dispatch has not returned: it may be.
-    Open,
-    /// It was; the ORB installs the reply's sink when dispatch returns.
-    Deferred(Arc<Deferral>),
-    /// Its dispatch returned without deferring (or the ORB took the deferral).
-    Closed,
-}
+/// A request's dispatch has not returned: it may be deferred ([`Context::defer`]).
+const OPEN: u8 = 0;
+/// It was deferred; the ORB installs the reply's sink when dispatch returns.
+const DEFERRED: u8 = 1;
+/// Its dispatch returned without deferring (or the ORB took the deferral).
+const CLOSED: u8 = 2;
 
 fn defer_error(detail: &'static str) -> SystemException {
     SystemException::new(
