@@ -51,6 +51,12 @@ impl Metadata {
     /// Most binary entries, and most string pairs, a request may carry.
     pub const MAX_ENTRIES: usize = 64;
 
+    /// Empty metadata, as a constant.
+    pub(crate) const EMPTY: Metadata = Metadata {
+        binary: Vec::new(),
+        strings: Vec::new(),
+    };
+
     /// Empty metadata.
     pub fn new() -> Self {
         Self::default()

@@ -64,8 +64,10 @@ struct ContextInner {
     request_id: u32,
     peer: Option<SocketAddr>,
     deadline: Option<Instant>,
-    /// The application's service contexts (empty, with no allocation, when none came).
-    metadata: Metadata,
+    /// The application's service contexts; `None` when none came, the usual case, which
+    /// then costs the upcall no more than a null pointer to reset (a `Metadata` by value
+    /// cost ~80 instructions per upcall to move, reset and drop, callgrind).
+    metadata: Option<Box<Metadata>>,
     cancelled: AtomicBool,
     /// Whether the request may still be deferred, or was (see [`Context::defer`]): `OPEN`,
     /// `DEFERRED` or `CLOSED`, changed only by a compare-exchange from `OPEN` (and from
@@ -118,7 +120,7 @@ impl Context {
             request_id,
             peer,
             deadline,
-            metadata,
+            metadata: boxed(metadata),
             cancelled: AtomicBool::new(false),
             defer_state: AtomicU8::new(OPEN),
             deferral: Mutex::new(None),
@@ -147,7 +149,9 @@ impl Context {
                 i.request_id = request_id;
                 i.peer = peer;
                 i.deadline = deadline;
-                i.metadata = metadata;
+                if !metadata.is_empty() || i.metadata.is_some() {
+                    i.metadata = boxed(metadata);
+                }
                 *i.cancelled.get_mut() = false;
                 *i.defer_state.get_mut() = OPEN;
                 let deferral = i.deferral.get_mut().unwrap_or_else(|e| e.into_inner());
@@ -180,7 +184,9 @@ impl Context {
         if let Some(i) = Arc::get_mut(&mut inner) {
             i.object_key = Bytes::new();
             i.operation = ByteString::new();
-            i.metadata = Metadata::default();
+            if i.metadata.is_some() {
+                i.metadata = None;
+            }
             SPARE.set(Some(inner));
         }
     }
@@ -222,7 +228,8 @@ impl Context {
     /// [`ObjectProxy::with_metadata`](crate::ObjectProxy::with_metadata) or a client
     /// interceptor), without the ORB's own. Empty for a test context.
     pub fn metadata(&self) -> &Metadata {
-        &self.inner.metadata
+        static NONE: Metadata = Metadata::EMPTY;
+        self.inner.metadata.as_deref().unwrap_or(&NONE)
     }
 
     /// Whether the caller cancelled the request (CancelRequest, e.g. after its timeout), or
@@ -322,6 +329,11 @@ fn defer_error(detail: &'static str) -> SystemException {
         crate::exception::CompletionStatus::No,
     )
     .with_detail(detail)
+}
+
+/// `metadata` boxed, or `None` when empty (no allocation for the usual request).
+fn boxed(metadata: Metadata) -> Option<Box<Metadata>> {
+    (!metadata.is_empty()).then(|| Box::new(metadata))
 }
 
 #[cfg(test)]
