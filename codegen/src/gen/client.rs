@@ -153,29 +153,13 @@ fn client_methods(method: &Method, names: &Names) -> TokenStream {
         " Calls operation `{op}` and waits for the reply at most `timeout` (then TIMEOUT)."
     );
     let result = servant_result(method, names);
+    let finish = reply_to_result(method, names);
     let body = |timeout: TokenStream| {
-        if method.raises.is_empty() {
-            quote! {
-                let body = self
-                    .proxy
-                    .invoke_message(#op, &req, #timeout)
-                    .map_err(|e| match e {
-                        ::protorb::codegen::Exception::User(u) => ::protorb::codegen::Exception::System(
-                            ::protorb::codegen::unexpected_user_exception(u),
-                        ),
-                        e => e,
-                    })?;
-                ::protorb::codegen::decode_reply(body).map_err(::protorb::codegen::Exception::System)
-            }
-        } else {
-            let error = names.error_enum(method);
-            quote! {
-                let body = self
-                    .proxy
-                    .invoke_message(#op, &req, #timeout)
-                    .map_err(#error::from)?;
-                ::protorb::codegen::decode_reply(body).map_err(#error::System)
-            }
+        quote! {
+            let body = self
+                .proxy
+                .invoke_message(#op, &req, #timeout)
+                #finish
         }
     };
     let plain_body = body(quote!(::core::option::Option::None));
@@ -195,6 +179,29 @@ fn client_methods(method: &Method, names: &Names) -> TokenStream {
         }
 
         #asynchronous
+    }
+}
+
+/// What a client method does with the reply body's `Result` (`body` in the generated code):
+/// exceptions mapped to the method's error type (an undeclared user exception becomes a
+/// system one), then the body decoded. Shared by the blocking and the asynchronous methods.
+fn reply_to_result(method: &Method, names: &Names) -> TokenStream {
+    if method.raises.is_empty() {
+        quote! {
+            .map_err(|e| match e {
+                ::protorb::codegen::Exception::User(u) => ::protorb::codegen::Exception::System(
+                    ::protorb::codegen::unexpected_user_exception(u),
+                ),
+                e => e,
+            })?;
+            ::protorb::codegen::decode_reply(body).map_err(::protorb::codegen::Exception::System)
+        }
+    } else {
+        let error = names.error_enum(method);
+        quote! {
+            .map_err(#error::from)?;
+            ::protorb::codegen::decode_reply(body).map_err(#error::System)
+        }
     }
 }
 
@@ -225,24 +232,8 @@ fn async_methods(method: &Method, names: &Names) -> TokenStream {
         " Calls operation `{op}` asynchronously, as the `_async` method does, with the reply \
          awaited at most `timeout` (then TIMEOUT)."
     );
+    let map_err = reply_to_result(method, names);
     let body = |timeout: TokenStream| {
-        let map_err = if method.raises.is_empty() {
-            quote! {
-                .map_err(|e| match e {
-                    ::protorb::codegen::Exception::User(u) => ::protorb::codegen::Exception::System(
-                        ::protorb::codegen::unexpected_user_exception(u),
-                    ),
-                    e => e,
-                })?;
-                ::protorb::codegen::decode_reply(body).map_err(::protorb::codegen::Exception::System)
-            }
-        } else {
-            let error = names.error_enum(method);
-            quote! {
-                .map_err(#error::from)?;
-                ::protorb::codegen::decode_reply(body).map_err(#error::System)
-            }
-        };
         quote! {
             let reply = self.proxy.invoke_message_async(#op, &req, #timeout);
             async move {
