@@ -15,6 +15,7 @@ use crate::stats::{OrbStats, Stats};
 use crate::sync::std_lock as lock;
 use crate::upcall::Upcalls;
 use bytes::Bytes;
+use std::any::Any;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -406,6 +407,12 @@ pub(crate) type CallDeadline = (Arc<Connection>, u32, crate::giop::Version);
 static NEXT_ORB_ID: AtomicU64 = AtomicU64::new(1);
 
 impl OrbInner {
+    /// The ORB behind a context's or a reply handle's type-erased weak reference (which
+    /// `servant.rs` holds so that it need not import this module), if it is still alive.
+    pub(crate) fn upgrade(weak: &Weak<dyn Any + Send + Sync>) -> Option<Arc<OrbInner>> {
+        weak.upgrade()?.downcast::<OrbInner>().ok()
+    }
+
     /// A pool thread's (or `run`'s) life: serve unbound until shutdown.
     fn serve_until_shutdown(self: Arc<Self>) {
         let p = Participant::unbound();
@@ -445,7 +452,7 @@ impl Context {
     /// holds its active servants) until the servant is deactivated or [`Orb::shutdown`] is
     /// called.
     pub fn orb(&self) -> Option<Orb> {
-        let inner = self.orb_weak().upgrade()?.downcast::<OrbInner>().ok()?;
+        let inner = OrbInner::upgrade(self.orb_weak())?;
         let user = inner.user.get()?.upgrade()?;
         Some(Orb { _user: user, inner })
     }

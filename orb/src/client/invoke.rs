@@ -357,14 +357,8 @@ impl OrbInner {
             return Err(SystemException::shutdown());
         }
         // Completed, or completed while we were giving up: whoever removed the pending
-        // entry fills the slot right after (no lock or wait in between), so wait out that
-        // short window rather than report an empty slot.
-        while !p.is_complete() {
-            std::thread::yield_now();
-        }
-        let completion = p.take();
-        Participant::recycle(p);
-        match completion {
+        // entry fills the slot right after.
+        match Participant::finish(p) {
             Some(Ok(Some(reply))) => Ok(Some(reply)),
             Some(Ok(None)) => Err(SystemException::internal("completed without a reply")),
             Some(Err(e)) => Err(e),

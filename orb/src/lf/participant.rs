@@ -103,6 +103,18 @@ impl Participant {
         self.done.load(Ordering::Acquire)
     }
 
+    /// The end of a bound wait that completed: waits out the short window between whoever
+    /// removed this participant's entry and its filling the slot (no lock or wait in
+    /// between), takes the completion, and keeps the participant as this thread's spare.
+    pub(crate) fn finish(p: Arc<Self>) -> Option<Completion> {
+        while !p.is_complete() {
+            std::thread::yield_now();
+        }
+        let completion = p.take();
+        Self::recycle(p);
+        completion
+    }
+
     /// Takes the completion out of the slot.
     pub(crate) fn take(&self) -> Option<Completion> {
         let mut slot = lock(&self.slot);

@@ -136,13 +136,8 @@ impl OrbInner {
                 )),
             });
         }
-        // The sink claimed it and fills the slot right after (no lock or wait between).
-        while !p.is_complete() {
-            std::thread::yield_now();
-        }
-        let completion = p.take();
-        Participant::recycle(p);
-        match completion {
+        // The sink claimed it and fills the slot right after.
+        match Participant::finish(p) {
             Some(Ok(Some(reply))) => Ok(Some(reply)),
             Some(Err(e)) => Err(e),
             _ => Err(SystemException::internal("collocated reply slot empty")),
@@ -161,11 +156,7 @@ struct CallerSink {
 
 impl ReplySink for CallerSink {
     fn send(self: Box<Self>, answer: Result<Bytes, Exception>, _ctx: &Context) {
-        let Some(orb) = self
-            .orb
-            .upgrade()
-            .and_then(|o| o.downcast::<OrbInner>().ok())
-        else {
+        let Some(orb) = OrbInner::upgrade(&self.orb) else {
             return;
         };
         if self.claimed.swap(true, Ordering::AcqRel) {

@@ -53,11 +53,7 @@ struct ConnectionSink {
 
 impl ReplySink for ConnectionSink {
     fn send(self: Box<Self>, answer: Result<Bytes, Exception>, ctx: &Context) {
-        let Some(orb) = self
-            .orb
-            .upgrade()
-            .and_then(|o| o.downcast::<OrbInner>().ok())
-        else {
+        let Some(orb) = OrbInner::upgrade(&self.orb) else {
             tracing::debug!("deferred reply dropped: the ORB is gone");
             return;
         };
