@@ -2,8 +2,11 @@
 //! plain data, read by every layer, changed by none after the build.
 
 use crate::giop::DEFAULT_MAX_MESSAGE_SIZE;
+use crate::identity::PeerIdentity;
 use crate::interceptor::Interceptors;
+use crate::tls::TlsSetup;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Configuration, fixed at build time.
@@ -29,6 +32,32 @@ pub(crate) struct Config {
     pub(crate) idle_timeout: Option<Duration>,
     pub(crate) collocation: bool,
     pub(crate) interceptors: Interceptors,
+    /// TLS, if configured: the rustls configurations.
+    pub(crate) tls: Option<TlsSetup>,
+    /// Which authenticated TLS peers may announce BiDir listen points (`None`: any).
+    pub(crate) bidir_allow: Option<IdentityRule>,
+}
+
+/// A rule on a peer's identity (the application's closure).
+#[derive(Clone)]
+pub(crate) struct IdentityRule(pub(crate) Arc<dyn Fn(&PeerIdentity) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for IdentityRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("IdentityRule(..)")
+    }
+}
+
+impl Config {
+    /// The period base of the leader's connection sweep: the idle timeout, or the TLS
+    /// handshake timeout if shorter; `None` when neither applies (no sweep).
+    pub(crate) fn sweep_timeout(&self) -> Option<Duration> {
+        let handshake = self.tls.as_ref().map(|t| t.handshake_timeout);
+        match (self.idle_timeout, handshake) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
 }
 
 impl Default for Config {
@@ -54,6 +83,8 @@ impl Default for Config {
             idle_timeout: Some(Duration::from_secs(60)),
             collocation: true,
             interceptors: Interceptors::default(),
+            tls: None,
+            bidir_allow: None,
         }
     }
 }

@@ -200,6 +200,14 @@ pub mod minor {
     pub const SHUTTING_DOWN: u32 = VENDOR | 15;
     /// NO_RESPONSE: the servant dropped its [`ReplyHandle`](crate::ReplyHandle) unanswered.
     pub const REPLY_HANDLE_DROPPED: u32 = VENDOR | 16;
+    /// BAD_PARAM: a TLS setting is unusable (a certificate or key file that does not load).
+    pub const BAD_TLS_CONFIG: u32 = VENDOR | 17;
+    /// TRANSIENT: the TLS handshake with the server failed (its certificate did not verify,
+    /// it refused ours, or it does not speak TLS); nothing was sent.
+    pub const TLS_HANDSHAKE_FAILED: u32 = VENDOR | 18;
+    /// NO_PERMISSION: the reference needs TLS and this ORB has no
+    /// [`TlsConfig`](crate::TlsConfig), or a rule refused the caller's identity.
+    pub const TLS_REQUIRED: u32 = VENDOR | 19;
 }
 
 /// A CORBA system exception: kind, minor code, completion status, and (locally only) a

@@ -174,9 +174,26 @@ impl OrbBuilder {
     /// Listen points are not authenticated (CORBA 3.0 §15.8). With this rule a peer can only
     /// receive calls to references it sent itself; without it, a peer announcing another
     /// server's address would receive the calls meant for that server.
+    ///
+    /// Over TLS (a listener with [`tls`](Self::tls)), listen points are accepted only from
+    /// authenticated peers: connections whose client presented a certificate that verified,
+    /// and, if [`bidir_allow`](Self::bidir_allow) is set, whose identity it allows.
     #[must_use]
     pub fn bidir_accept(mut self, enabled: bool) -> Self {
         self.config.bidir_accept = enabled;
+        self
+    }
+
+    /// Which authenticated TLS peers may announce BiDir listen points (with
+    /// [`bidir_accept`](Self::bidir_accept)): `allow` sees the identity in the client's
+    /// certificate. A peer it refuses is still served; its listen points are ignored (and
+    /// logged), so our calls to its objects open connections of their own.
+    #[must_use]
+    pub fn bidir_allow(
+        mut self,
+        allow: impl Fn(&crate::PeerIdentity) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.config.bidir_allow = Some(crate::config::IdentityRule(Arc::new(allow)));
         self
     }
 
@@ -287,6 +304,19 @@ impl OrbBuilder {
         self
     }
 
+    /// Speaks TLS (rustls): the listener speaks TLS only if `tls` has an identity, and calls
+    /// to references with a TLS endpoint go over TLS. See [`TlsConfig`](crate::TlsConfig).
+    /// An unusable configuration (say, `require_client_cert` without roots) fails the build
+    /// with INITIALIZE.
+    #[must_use]
+    pub fn tls(mut self, tls: crate::TlsConfig) -> Self {
+        match tls.setup() {
+            Ok(setup) => self.config.tls = Some(setup),
+            Err(e) => self.errors.push(format!("TLS: {e}")),
+        }
+        self
+    }
+
     /// Builds the ORB: binds the listeners and starts the pool threads.
     pub fn build(self) -> Result<Orb, SystemException> {
         let init = |d: String| {
@@ -322,7 +352,7 @@ impl OrbBuilder {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0);
         let standby_tick = config.standby_tick;
-        let idle_timeout = config.idle_timeout;
+        let sweep_timeout = config.sweep_timeout();
         let inner = Arc::new_cyclic(|me: &Weak<OrbInner>| OrbInner {
             me_any: me.clone(),
             user: std::sync::OnceLock::new(),
@@ -341,7 +371,7 @@ impl OrbBuilder {
             key_nonce: nonce,
             threads: Mutex::new(Vec::new()),
             id: NEXT_ORB_ID.fetch_add(1, Ordering::Relaxed),
-            housekeeping: crate::timers::Housekeeping::new(idle_timeout),
+            housekeeping: crate::timers::Housekeeping::new(sweep_timeout),
             call_deadlines: crate::timers::Deadlines::new(),
         });
         let mut handles = Vec::new();
@@ -538,12 +568,23 @@ impl Orb {
             .inner
             .listen_addrs
             .iter()
-            .map(|a| crate::ior::IiopProfile {
-                version: crate::giop::Version::V1_2,
-                host: self.inner.host.clone(),
-                port: a.port(),
-                object_key: key.clone(),
-                components: Vec::new(),
+            .map(|a| match &self.inner.config.tls {
+                Some(tls) if tls.server.is_some() => crate::ior::IiopProfile {
+                    // TLS only, as omniORB's SSL transport publishes it: plain port 0, the
+                    // TLS port in TAG_SSL_SEC_TRANS.
+                    version: crate::giop::Version::V1_2,
+                    host: self.inner.host.clone(),
+                    port: 0,
+                    object_key: key.clone(),
+                    components: vec![crate::tls::ssl_component(a.port(), tls).to_component()],
+                },
+                _ => crate::ior::IiopProfile {
+                    version: crate::giop::Version::V1_2,
+                    host: self.inner.host.clone(),
+                    port: a.port(),
+                    object_key: key.clone(),
+                    components: Vec::new(),
+                },
             })
             .collect();
         ObjectRef::from_iiop_profiles(type_id, profiles)

@@ -7,6 +7,7 @@ pub(crate) use deferred::{Deferral, Discard, ReplySink};
 pub use deferred::{ReplyHandle, TypedReplyHandle};
 
 use crate::exception::{Exception, SystemException};
+use crate::identity::PeerIdentity;
 use crate::metadata::Metadata;
 use crate::sync::std_lock as lock;
 use bytes::Bytes;
@@ -63,6 +64,8 @@ struct ContextInner {
     object_key: Bytes,
     request_id: u32,
     peer: Option<SocketAddr>,
+    /// The peer's certificate identity, on a TLS connection whose peer presented one.
+    peer_identity: Option<Arc<PeerIdentity>>,
     deadline: Option<Instant>,
     /// The application's service contexts; `None` when none came, the usual case, which
     /// then costs the upcall no more than a null pointer to reset (a `Metadata` by value
@@ -119,6 +122,7 @@ impl Context {
             object_key,
             request_id,
             peer,
+            peer_identity: None,
             deadline,
             metadata: boxed(metadata),
             cancelled: AtomicBool::new(false),
@@ -138,6 +142,7 @@ impl Context {
         object_key: Bytes,
         request_id: u32,
         peer: Option<SocketAddr>,
+        peer_identity: Option<Arc<PeerIdentity>>,
         deadline: Option<Instant>,
         metadata: Metadata,
         orb: &Weak<dyn Any + Send + Sync>,
@@ -148,6 +153,9 @@ impl Context {
                 i.object_key = object_key;
                 i.request_id = request_id;
                 i.peer = peer;
+                if peer_identity.is_some() || i.peer_identity.is_some() {
+                    i.peer_identity = peer_identity;
+                }
                 i.deadline = deadline;
                 if !metadata.is_empty() || i.metadata.is_some() {
                     i.metadata = boxed(metadata);
@@ -164,7 +172,7 @@ impl Context {
                 return Context { inner };
             }
         }
-        Context::fresh(
+        let mut ctx = Context::fresh(
             operation,
             object_key,
             request_id,
@@ -172,7 +180,11 @@ impl Context {
             deadline,
             metadata,
             orb.clone(),
-        )
+        );
+        if let Some(i) = Arc::get_mut(&mut ctx.inner) {
+            i.peer_identity = peer_identity;
+        }
+        ctx
     }
 
     /// Keeps this context as the thread's spare once its upcall is over, if nothing else
@@ -184,6 +196,9 @@ impl Context {
         if let Some(i) = Arc::get_mut(&mut inner) {
             i.object_key = Bytes::new();
             i.operation = ByteString::new();
+            if i.peer_identity.is_some() {
+                i.peer_identity = None;
+            }
             if i.metadata.is_some() {
                 i.metadata = None;
             }
@@ -216,6 +231,25 @@ impl Context {
     /// [`OrbBuilder::collocation`](crate::OrbBuilder::collocation)) and for a test context.
     pub fn peer(&self) -> Option<SocketAddr> {
         self.inner.peer
+    }
+
+    /// The certificate identity of the peer, if the request came over a TLS connection whose
+    /// peer presented a certificate that verified (mutual TLS, see
+    /// [`TlsConfig::require_client_cert`](crate::TlsConfig::require_client_cert)). `None` over
+    /// plain TCP, for a collocated call and for a test context (unless set with
+    /// [`with_peer_identity`](Self::with_peer_identity)).
+    pub fn peer_identity(&self) -> Option<&PeerIdentity> {
+        self.inner.peer_identity.as_deref()
+    }
+
+    /// This context with `identity` as the peer's: for tests of servants and interceptors
+    /// that decide on identity. Only on a context nobody else holds (a fresh
+    /// [`for_test`](Self::for_test) one); otherwise the context is returned unchanged.
+    pub fn with_peer_identity(mut self, identity: PeerIdentity) -> Self {
+        if let Some(i) = Arc::get_mut(&mut self.inner) {
+            i.peer_identity = Some(Arc::new(identity));
+        }
+        self
     }
 
     /// The caller's deadline, if it sent one. Nested calls made while serving this request
@@ -354,6 +388,7 @@ mod tests {
             1,
             None,
             None,
+            None,
             Metadata::default(),
             &no_orb(),
         );
@@ -363,6 +398,7 @@ mod tests {
             "second".into(),
             Bytes::from_static(b"k2"),
             2,
+            None,
             None,
             None,
             Metadata::default(),
@@ -379,6 +415,7 @@ mod tests {
             "third".into(),
             Bytes::new(),
             3,
+            None,
             None,
             None,
             Metadata::default(),
@@ -401,6 +438,7 @@ mod tests {
             op,
             key.clone(),
             4,
+            None,
             None,
             None,
             Metadata::default(),
@@ -433,6 +471,7 @@ mod tests {
             "op".into(),
             Bytes::new(),
             1,
+            None,
             None,
             None,
             Metadata::default(),

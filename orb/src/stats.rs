@@ -29,6 +29,10 @@ pub(crate) struct Stats {
     pub(crate) connections_timed_out: AtomicU64,
     pub(crate) deferred_replies_dropped: AtomicU64,
     pub(crate) collocated_calls: AtomicU64,
+    pub(crate) tls_handshakes: AtomicU64,
+    pub(crate) tls_handshake_failures: AtomicU64,
+    pub(crate) tls_handshake_timeouts: AtomicU64,
+    pub(crate) tls_errors: AtomicU64,
 }
 
 /// A snapshot of an ORB's counters.
@@ -90,6 +94,18 @@ pub struct OrbStats {
     /// Calls this ORB made to its own objects without a socket (collocation, see
     /// [`OrbBuilder::collocation`](crate::OrbBuilder::collocation)).
     pub collocated_calls: u64,
+    /// TLS handshakes completed, both directions.
+    pub tls_handshakes: u64,
+    /// TLS handshakes that failed, each closing its connection: a certificate that did not
+    /// verify (untrusted, expired, or missing when required), bytes that were not TLS (such
+    /// as plaintext GIOP sent to a TLS port), or the peer's alert.
+    pub tls_handshake_failures: u64,
+    /// TLS handshakes that did not finish within the handshake timeout (their connections
+    /// closed; see [`TlsConfig::handshake_timeout`](crate::TlsConfig::handshake_timeout)).
+    pub tls_handshake_timeouts: u64,
+    /// TLS connections closed after their handshake because the peer sent records that did
+    /// not decrypt or broke TLS.
+    pub tls_errors: u64,
 }
 
 impl Stats {
@@ -119,6 +135,10 @@ impl Stats {
             bidir_listen_points: 0,
             deferred_replies_dropped: r(&self.deferred_replies_dropped),
             collocated_calls: r(&self.collocated_calls),
+            tls_handshakes: r(&self.tls_handshakes),
+            tls_handshake_failures: r(&self.tls_handshake_failures),
+            tls_handshake_timeouts: r(&self.tls_handshake_timeouts),
+            tls_errors: r(&self.tls_errors),
         }
     }
 

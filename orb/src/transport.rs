@@ -12,11 +12,13 @@ use crate::lf::{Participant, Waiter};
 use crate::orb::OrbInner;
 use crate::outbuf;
 use crate::reactor::{Entry, Reactor};
+use crate::stream::Stream;
+use crate::tls::stream::{Handshake, TlsStream};
 use crate::upcall::current_upcall_connection;
 use bytes::{Bytes, BytesMut};
 use mio::Interest;
 use std::io;
-use std::net::{Shutdown, TcpStream};
+use std::net::Shutdown;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,9 +41,9 @@ pub(crate) fn frame_parts(write_head: impl FnOnce(&mut BytesMut), body: Bytes) -
 
 /// The reactor is the connections' event loop: their writable interest is the socket's
 /// registration.
-impl<E: Clone> WriteInterest<TcpStream> for Reactor<E> {
-    fn set_writable(&self, io: &TcpStream, token: usize, writable: bool) -> io::Result<()> {
-        Reactor::set_writable(self, io, token, writable)
+impl<E: Clone> WriteInterest<Stream> for Reactor<E> {
+    fn set_writable(&self, io: &Stream, token: usize, writable: bool) -> io::Result<()> {
+        Reactor::set_writable(self, io.socket(), token, writable)
     }
 }
 
@@ -53,7 +55,8 @@ impl OrbInner {
         self.reactor.wake();
     }
 
-    /// Registers a connected, non-blocking socket with the reactor.
+    /// Registers a connected, non-blocking socket with the reactor; with TLS on our
+    /// listener, an accepted one starts its TLS handshake (driven on its events).
     pub(crate) fn add_connection(
         &self,
         s: std::net::TcpStream,
@@ -61,7 +64,13 @@ impl OrbInner {
         origin: Origin,
     ) -> io::Result<Arc<Connection>> {
         s.set_nonblocking(true)?;
-        self.register_connection(s, peer, origin, false)
+        let stream = match self.config.tls.as_ref().and_then(|t| t.server.clone()) {
+            Some(server) if origin == Origin::Inbound => Stream::Tls(Box::new(
+                TlsStream::server(s, server).map_err(io::Error::other)?,
+            )),
+            _ => Stream::Plain(s),
+        };
+        self.register_connection(stream, peer, origin, false)
     }
 
     /// Registers a non-blocking socket whose connect is under way: the reactor watches it for
@@ -69,7 +78,7 @@ impl OrbInner {
     /// thread blocks in `connect` (callers wait in [`wait_connected`](Self::wait_connected)).
     pub(crate) fn add_connecting(
         &self,
-        s: std::net::TcpStream,
+        s: Stream,
         peer: std::net::SocketAddr,
         origin: Origin,
     ) -> io::Result<Arc<Connection>> {
@@ -78,20 +87,24 @@ impl OrbInner {
 
     fn register_connection(
         &self,
-        s: std::net::TcpStream,
+        s: Stream,
         peer: std::net::SocketAddr,
         origin: Origin,
         connecting: bool,
     ) -> io::Result<Arc<Connection>> {
         let max = self.config.max_message_size;
+        // A TLS handshake writes as it reads: watched for writable events like a connect.
+        let handshake = s.tls().is_some();
         let conn = self.reactor.insert(|token| {
             let c = Arc::new(Connection::new(token, s, peer, origin, max));
             if connecting {
                 c.set_connecting();
+            } else if handshake {
+                c.set_writable_interest();
             }
             (Entry::Conn(c.clone()), c)
         });
-        let interest = if connecting {
+        let interest = if connecting || handshake {
             Interest::READABLE | Interest::WRITABLE
         } else {
             Interest::READABLE
@@ -110,30 +123,69 @@ impl OrbInner {
         Ok(conn)
     }
 
-    /// On an event of a connection whose connect is under way: whether the handshake is
-    /// done. Completes the connect waiters if it is; closes the connection if it failed (its
-    /// waiters then see TRANSIENT completed NO). False also while it is still under way.
+    /// On an event of a connection that does not carry messages yet (our connect under way,
+    /// or its TLS handshake): moves it on, and returns whether it carries messages now.
+    /// Completes the connect waiters once the connect (and the TLS handshake, if any) is
+    /// done; closes the connection if either failed (its waiters then see TRANSIENT
+    /// completed NO). Never blocks: a handshake only reads and writes what the socket has.
     pub(crate) fn finish_connect(&self, c: &Arc<Connection>) -> bool {
-        let failed = match c.socket().take_error() {
-            Ok(None) => match c.socket().peer_addr() {
-                Ok(_) => None,
-                Err(e) if e.kind() == io::ErrorKind::NotConnected => return false,
-                Err(e) => Some(e),
-            },
-            Ok(Some(e)) | Err(e) => Some(e),
-        };
-        if let Some(e) = failed {
-            self.close_connection(c, CloseCause::Io(e.to_string()));
-            return false;
+        if c.is_connecting() && !c.tcp_connected() {
+            let failed = match c.socket().take_error() {
+                Ok(None) => match c.socket().peer_addr() {
+                    Ok(_) => None,
+                    Err(e) if e.kind() == io::ErrorKind::NotConnected => return false,
+                    Err(e) => Some(e),
+                },
+                Ok(Some(e)) | Err(e) => Some(e),
+            };
+            if let Some(e) = failed {
+                self.close_connection(c, CloseCause::Io(e.to_string()));
+                return false;
+            }
+            let _ = c.socket().set_nodelay(true);
+            c.set_tcp_connected();
         }
-        let _ = c.socket().set_nodelay(true);
-        self.stats
-            .connections_opened
-            .fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(peer = %c.peer, "connected");
-        for w in c.connected() {
-            self.lf.complete(&w, Ok(None), None, self);
+        if let Some(tls) = c.stream().tls().filter(|t| t.is_handshaking()) {
+            match tls.drive_handshake() {
+                Handshake::InProgress => {
+                    if tls.wants_write_call() {
+                        // Its records wait for the socket: the writable event sends them.
+                        self.flush(c);
+                    }
+                    return false;
+                }
+                Handshake::Failed(why) => {
+                    self.stats
+                        .tls_handshake_failures
+                        .fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(peer = %c.peer, error = %why, "TLS handshake failed");
+                    self.close_connection(
+                        c,
+                        CloseCause::Io(format!("TLS handshake failed: {why}")),
+                    );
+                    return false;
+                }
+                Handshake::Done => {
+                    self.stats.tls_handshakes.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(peer = %c.peer, identity = ?c.stream().peer_identity().map(|i| i.subject().to_owned()), "TLS handshake done");
+                    // Records that came with the handshake's end are decrypted already: read
+                    // them without waiting for an edge that will not come.
+                    c.mark_readable(false);
+                    self.reactor.push_ready(c.clone());
+                }
+            }
         }
+        if c.is_connecting() {
+            self.stats
+                .connections_opened
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(peer = %c.peer, "connected");
+            for w in c.connected() {
+                self.lf.complete(&w, Ok(None), None, self);
+            }
+        }
+        // Frames queued meanwhile leave now; the writable interest is dropped once done.
+        self.flush(c);
         true
     }
 

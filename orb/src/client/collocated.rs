@@ -21,9 +21,18 @@ impl OrbInner {
     /// IP), and the object is active here. (An inactive key goes over the socket, whose
     /// answer, OBJECT_NOT_EXIST, is the same.)
     pub(super) fn is_collocated(&self, profile: &IiopProfile) -> bool {
+        // A TLS-only reference (ours, when our listener speaks TLS) has its port in the
+        // TAG_SSL_SEC_TRANS component.
+        let port = match profile.port {
+            0 => match profile.ssl() {
+                Some(ssl) => ssl.port,
+                None => return false,
+            },
+            port => port,
+        };
         self.config.collocation
             && self.listen_addrs.iter().any(|a| {
-                a.port() == profile.port
+                a.port() == port
                     && (profile.host == self.host
                         || profile.host.parse::<IpAddr>().is_ok_and(|ip| ip == a.ip()))
             })

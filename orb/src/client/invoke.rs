@@ -13,11 +13,13 @@ use crate::giop::{
     unsupported_status, BiDirListenPoints, CallChain, Deadline, Reply, ReplyStatus, ServiceContext,
     TargetAddress, Version,
 };
-use crate::ior::ObjectRef;
+use crate::ior::{IiopProfile, ObjectRef};
 use crate::lf::{Exit, Participant, Waiter};
 use crate::orb::{Orb, OrbInner};
 use crate::outbuf;
+use crate::stream::Stream;
 use crate::sync::std_lock as lock;
+use crate::tls::stream::TlsStream;
 use crate::upcall::{current_chain, inherited_deadline};
 use bytes::Bytes;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -386,15 +388,16 @@ impl OrbInner {
                 .with_detail("the reference is nil or has no IIOP profile")
         })?;
         let version = profile.version.min(Version::V1_2);
+        let (port, tls) = self.endpoint_of(profile)?;
         let bidir = target
             .arrived_over()
             .filter(|_| self.config.bidir_accept)
-            .and_then(|id| self.bidir_route(id, &profile.host, profile.port));
+            .and_then(|id| self.bidir_route(id, &profile.host, port));
         let conn = match bidir {
             // Not remembered as this thread's last connection: only this reference, which
             // arrived over it, may use it.
             Some(c) => c,
-            None => self.connection_to(&profile.host, profile.port, deadline)?,
+            None => self.connection_to(&profile.host, port, tls, deadline)?,
         };
         conn.note_version(version.minor);
         let request_id = conn.mux.next_id();
@@ -508,6 +511,36 @@ impl OrbInner {
         })
     }
 
+    /// The port to call `profile` at, and whether over TLS: the TAG_SSL_SEC_TRANS port when
+    /// the profile has one and this ORB speaks TLS, else the plain port. A TLS-only profile
+    /// (plain port 0) without TLS here is NO_PERMISSION: we will not send it plaintext.
+    /// Without TLS here and with a plain port, the components are not even looked at.
+    #[inline]
+    fn endpoint_of(&self, profile: &IiopProfile) -> Result<(u16, bool), SystemException> {
+        if self.config.tls.is_none() && profile.port != 0 {
+            return Ok((profile.port, false));
+        }
+        match profile.ssl() {
+            Some(ssl) if self.config.tls.is_some() => Ok((ssl.port, true)),
+            Some(_) if profile.port == 0 => Err(SystemException::new(
+                SystemExceptionKind::NO_PERMISSION,
+                minor::TLS_REQUIRED,
+                CompletionStatus::No,
+            )
+            .with_detail(format!(
+                "{} accepts TLS only, and this ORB has no TlsConfig (OrbBuilder::tls)",
+                profile.host
+            ))),
+            _ if profile.port == 0 => {
+                Err(
+                    SystemException::new(SystemExceptionKind::INV_OBJREF, 0, CompletionStatus::No)
+                        .with_detail("the reference's IIOP profile has port 0 and no TLS port"),
+                )
+            }
+            _ => Ok((profile.port, false)),
+        }
+    }
+
     /// The shared connection to `host:port`, opening it if needed. No lock is held across
     /// DNS or the connect: the endpoint's slot is locked only to look and to publish a
     /// connection whose non-blocking connect has started, and the caller waits for the
@@ -516,6 +549,7 @@ impl OrbInner {
         &self,
         host: &str,
         port: u16,
+        tls: bool,
         deadline: Instant,
     ) -> Result<Arc<Connection>, SystemException> {
         if let Some(c) = crate::endpoints::last_connection(self.id, host, port) {
@@ -525,7 +559,7 @@ impl OrbInner {
         let open = lock(&slot).clone().filter(|c| !c.is_closed());
         let result = match open {
             Some(c) => self.wait_connected(&c, deadline).map(|()| c),
-            None => self.connect(&slot, host, port, deadline),
+            None => self.connect(&slot, host, port, tls, deadline),
         };
         drop(slot);
         match &result {
@@ -544,6 +578,7 @@ impl OrbInner {
         slot: &EndpointSlot,
         host: &str,
         port: u16,
+        tls: bool,
         deadline: Instant,
     ) -> Result<Arc<Connection>, SystemException> {
         self.check_running()?;
@@ -582,6 +617,20 @@ impl OrbInner {
                         why = e.to_string();
                         continue;
                     }
+                };
+                let stream = match self.config.tls.as_ref().filter(|_| tls) {
+                    // The handshake starts once the TCP connect is done (`finish_connect`);
+                    // the server's certificate must name `host`.
+                    Some(cfg) => match TlsStream::client(stream, cfg.client.clone(), host) {
+                        Ok(t) => Stream::Tls(Box::new(t)),
+                        Err(e) => {
+                            return Err(SystemException::transient(
+                                minor::TLS_HANDSHAKE_FAILED,
+                                format!("TLS to {host}:{port}: {e}"),
+                            ))
+                        }
+                    },
+                    None => Stream::Plain(stream),
                 };
                 let conn = self
                     .add_connecting(stream, a, Origin::Outbound(host.to_string(), port))

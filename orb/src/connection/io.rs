@@ -1,9 +1,10 @@
 //! The connection's two seams to the outside: [`Io`], the byte stream it reads and writes, and
 //! [`WriteInterest`], the event loop's interest in that stream's writable events. The state
-//! logic in this module names neither a socket nor the reactor; `TcpStream` is the one [`Io`]
-//! of production (below) and the reactor the one [`WriteInterest`] (in `transport`), while
+//! logic in this module names neither a socket nor the reactor; [`Stream`] (TCP or TLS) is the
+//! one [`Io`] of production (below) and the reactor the one [`WriteInterest`] (in `transport`), while
 //! the unit tests put an in-memory pipe (`mem`, test-only) and a recorder in their place.
 
+use crate::stream::Stream;
 use std::fmt::Debug;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -18,8 +19,35 @@ use std::net::TcpStream;
 pub(crate) trait Io: Send + Sync + Debug {
     /// The read half.
     fn reader(&self) -> impl Read + '_;
-    /// The write half (`write_vectored` is what the write path calls).
+    /// The write half (`write_vectored` is what the write path calls; `flush` pushes out
+    /// what the stream holds of its own, `WouldBlock` if the stream cannot take it yet).
     fn writer(&self) -> impl Write + '_;
+    /// Whether the stream holds bytes of its own to write (a TLS session's records that the
+    /// socket did not take): the write path then flushes and keeps its writable interest even
+    /// with an empty queue. Checked under the connection's write lock by the writing thread
+    /// as it gives up the writer role, so a reader that sets it and then calls the
+    /// connection's flush cannot be missed.
+    #[inline]
+    fn wants_write_call(&self) -> bool {
+        false
+    }
+}
+
+impl Io for Stream {
+    #[inline]
+    fn reader(&self) -> impl Read + '_ {
+        Stream::reader(self)
+    }
+
+    #[inline]
+    fn writer(&self) -> impl Write + '_ {
+        Stream::writer(self)
+    }
+
+    #[inline]
+    fn wants_write_call(&self) -> bool {
+        Stream::wants_write_call(self)
+    }
 }
 
 impl Io for TcpStream {

@@ -61,6 +61,7 @@ pub(crate) use write::{Flush, WriteState};
 
 use crate::giop::Version;
 use crate::lf::{Participant, Waiter};
+use crate::stream::Stream;
 use crate::sync::std_lock as lock;
 use mux::Mux;
 use std::net::{SocketAddr, TcpStream};
@@ -114,7 +115,7 @@ pub(crate) enum ConnectState {
 /// - `queued` mirrors the outgoing queue's charge; it is written under the write lock only.
 /// - `connecting` goes from true to false at most once, under `connect_waiters`' lock.
 #[derive(Debug)]
-pub(crate) struct Connection<S = TcpStream> {
+pub(crate) struct Connection<S = Stream> {
     /// Reactor token of this connection (slab index and generation).
     pub(crate) token: usize,
     /// Unique in the process (never reused): what object references that arrived over this
@@ -145,6 +146,8 @@ pub(crate) struct Connection<S = TcpStream> {
     /// once (under `connect_waiters`' lock) when the handshake completes. A connection closed
     /// while it is still set never carried a byte: its callers see TRANSIENT completed NO.
     connecting: AtomicBool,
+    /// Our connect's TCP part is done (a TLS handshake may follow while `connecting`).
+    tcp_connected: AtomicBool,
     /// Upcalls from this connection that are running now, and whether the leader stopped
     /// reading at the limit (back-pressure).
     pub(crate) dispatch: DispatchGate,
@@ -192,6 +195,7 @@ impl<S> Connection<S> {
             drain_waiters: Mutex::new(Vec::new()),
             connect_waiters: Mutex::new(Vec::new()),
             connecting: AtomicBool::new(false),
+            tcp_connected: AtomicBool::new(false),
             bidir_endpoints: ListenPoints::default(),
             bidir_announced: AtomicBool::new(false),
             dispatch: DispatchGate::new(),
@@ -248,6 +252,22 @@ impl<S> Connection<S> {
     pub(crate) fn set_connecting(&self) {
         self.connecting.store(true, Ordering::Release);
         lock(&self.write).writable_interest = true;
+    }
+
+    /// Watches the stream for writable events from the start (a TLS handshake, which
+    /// writes as it reads); before the connection is published.
+    pub(crate) fn set_writable_interest(&self) {
+        lock(&self.write).writable_interest = true;
+    }
+
+    /// Whether our connect's TCP part is done.
+    pub(crate) fn tcp_connected(&self) -> bool {
+        self.tcp_connected.load(Ordering::Acquire)
+    }
+
+    /// Notes that our connect's TCP part is done (the leader, once).
+    pub(crate) fn set_tcp_connected(&self) {
+        self.tcp_connected.store(true, Ordering::Release);
     }
 
     /// Whether our connect has not finished yet (see `connecting`).
@@ -308,11 +328,24 @@ impl<S> Connection<S> {
 
 impl<S: Io> Connection<S> {}
 
-impl Connection<TcpStream> {
+impl Connection<Stream> {
     /// The socket, for what only a socket does: registration with the reactor, the connect
     /// handshake's checks, socket options and shutdown (all in `transport`). Reads and writes
     /// go through the connection's own methods.
     pub(crate) fn socket(&self) -> &TcpStream {
+        self.io.socket()
+    }
+
+    /// Whether the stream's TLS handshake is under way (the connection carries no message
+    /// yet).
+    #[inline]
+    pub(crate) fn is_handshaking(&self) -> bool {
+        self.io.tls().is_some_and(|t| t.is_handshaking())
+    }
+
+    /// The stream, for what only it knows: its TLS session (the handshake, the peer's
+    /// identity).
+    pub(crate) fn stream(&self) -> &Stream {
         &self.io
     }
 }

@@ -242,7 +242,7 @@ impl<S: Io> Connection<S> {
                 w.spare = batch;
                 self.queued.store(w.queue.charge(), Ordering::Release);
             }
-            if w.queue.is_empty() {
+            if w.queue.is_empty() && !self.io.wants_write_call() {
                 w.writing = false;
                 return Ok(());
             }
@@ -328,7 +328,7 @@ impl<S: Io> Connection<S> {
         reactor: &impl WriteInterest<S>,
     ) -> io::Result<Flush> {
         let mut w = lock(&self.write);
-        if w.closed || w.queue.is_empty() {
+        if w.closed || (w.queue.is_empty() && !self.io.wants_write_call()) {
             w.writing = false;
             return Ok(Flush::Done);
         }
@@ -367,7 +367,20 @@ impl<S: Io> Connection<S> {
             self.queued.store(w.queue.charge(), Ordering::Release);
             rounds += 1;
             if w.queue.is_empty() {
-                break Ok(None);
+                if !self.io.wants_write_call() {
+                    break Ok(None);
+                }
+                // The stream's own bytes (TLS records) are left: push them out, and wait
+                // for the writable event if the socket does not take them all.
+                drop(w);
+                let r = self.io.writer().flush();
+                w = lock(&self.write);
+                match r {
+                    Ok(()) if w.closed => break Ok(None),
+                    Ok(()) => continue,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break Ok(Some(true)),
+                    Err(e) => break Err(e),
+                }
             }
             if written < total || rounds == MAX_ROUNDS {
                 break Ok(Some(written < total));

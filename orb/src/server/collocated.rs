@@ -74,6 +74,7 @@ impl Collocated for OrbInner {
             key,
             0,
             None,
+            None,
             ctx_deadline,
             metadata,
             &self.me_any,

@@ -48,9 +48,9 @@ impl OrbInner {
                 }
             }
         }
-        if let Some(timeout) = self.config.idle_timeout {
-            if hk.take_sweep(now, timeout) {
-                self.sweep(now, timeout);
+        if let Some(period) = self.config.sweep_timeout() {
+            if hk.take_sweep(now, period) {
+                self.sweep(now);
             }
         }
     }
@@ -58,12 +58,29 @@ impl OrbInner {
     /// Closes connections that have been idle, or whose partial message has stalled, for
     /// `timeout` (see [`OrbBuilder::idle_timeout`](crate::OrbBuilder::idle_timeout)). A
     /// connection counts as unchanged while it reads no byte and sends no request.
-    fn sweep(&self, now: Instant, timeout: Duration) {
+    /// Also closes connections whose TLS handshake has taken longer than the handshake
+    /// timeout ([`TlsConfig::handshake_timeout`](crate::TlsConfig::handshake_timeout)).
+    fn sweep(&self, now: Instant) {
         for e in self.reactor.entries() {
             let Entry::Conn(c) = e else { continue };
             if c.is_closed() {
                 continue;
             }
+            if let (Some(t), Some(tls)) = (c.stream().tls(), &self.config.tls) {
+                if t.is_handshaking() {
+                    if now.saturating_duration_since(t.started()) >= tls.handshake_timeout {
+                        self.stats
+                            .tls_handshake_timeouts
+                            .fetch_add(1, Ordering::Relaxed);
+                        tracing::debug!(peer = %c.peer, "TLS handshake timed out; closing connection");
+                        self.close_connection(&c, CloseCause::Io("TLS handshake timed out".into()));
+                    }
+                    continue;
+                }
+            }
+            let Some(timeout) = self.config.idle_timeout else {
+                continue;
+            };
             let Some(expired) = c.sweep_look(now, timeout) else {
                 continue;
             };

@@ -226,7 +226,7 @@ impl OrbInner {
         match ev.entry {
             Entry::Listener(l) => self.accept_all(&l),
             Entry::Conn(c) => {
-                if c.is_connecting() && !self.finish_connect(&c) {
+                if (c.is_connecting() || c.is_handshaking()) && !self.finish_connect(&c) {
                     return;
                 }
                 if ev.writable {
@@ -286,6 +286,11 @@ impl OrbInner {
                 }
                 Err(ReadError::Io(e)) => {
                     drop(rs);
+                    if e.kind() == std::io::ErrorKind::InvalidData && conn.stream().tls().is_some()
+                    {
+                        // Records that do not decrypt, or TLS broken otherwise.
+                        self.stats.tls_errors.fetch_add(1, Ordering::Relaxed);
+                    }
                     self.close_connection(conn, CloseCause::Io(e.to_string()));
                     return None;
                 }
@@ -350,7 +355,9 @@ impl OrbInner {
                 if self.config.bidir_accept && conn.origin == Origin::Inbound {
                     if let Some(data) = request.header.service_context.get(context_id::BI_DIR_IIOP)
                     {
-                        self.accept_bidir(conn, data);
+                        if self.bidir_allowed(conn) {
+                            self.accept_bidir(conn, data);
+                        }
                     }
                 }
                 if current_depth() >= self.config.max_nesting_depth {
@@ -388,6 +395,7 @@ impl OrbInner {
                     key,
                     request_id,
                     Some(conn.peer),
+                    conn.stream().peer_identity(),
                     deadline,
                     metadata,
                     &self.me_any,
@@ -470,6 +478,27 @@ impl OrbInner {
     /// Records the listen points a peer announced on a connection it opened: calls to those
     /// endpoints then go over this connection (with odd request ids) instead of a new one.
     /// Host strings are compared textually, as omniORB does (WIRE-GIOP §5.1).
+    /// Whether the peer of `conn` may announce BiDir listen points: anyone over plain TCP
+    /// (`bidir_accept` says the application trusts its network), and over TLS only a peer
+    /// that presented a verified certificate whose identity `bidir_allow` (if set) allows.
+    fn bidir_allowed(&self, conn: &Arc<Connection>) -> bool {
+        if conn.stream().tls().is_none() {
+            return true;
+        }
+        let allowed = match conn.stream().peer_identity() {
+            None => false,
+            Some(id) => self
+                .config
+                .bidir_allow
+                .as_ref()
+                .is_none_or(|rule| (rule.0)(&id)),
+        };
+        if !allowed {
+            tracing::warn!(peer = %conn.peer, "BiDir listen points from an unauthenticated or refused TLS peer ignored");
+        }
+        allowed
+    }
+
     /// Notes the listen points a peer announced on a connection it opened (`bidir_accept`).
     /// They route nothing by themselves: only references that arrive over this connection
     /// and name one of them are called over it (see `OrbInner::bidir_route`), so a peer
