@@ -2,6 +2,8 @@
 
 #![allow(missing_docs)]
 
+pub mod certs;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

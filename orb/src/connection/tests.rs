@@ -302,7 +302,7 @@ fn connected(reactor: &Reactor<Arc<Connection>>) -> (Arc<Connection>, std::net::
     let conn = reactor.insert(|token| {
         let c = Arc::new(Connection::new(
             token,
-            stream,
+            crate::stream::Stream::Plain(stream),
             addr,
             Origin::Inbound,
             1 << 20,

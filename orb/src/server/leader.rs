@@ -251,6 +251,10 @@ impl OrbInner {
         if conn.is_closed() || conn.dispatch.is_paused() {
             return None;
         }
+        if conn.is_handshaking() && !self.finish_connect(conn) {
+            // Its TLS handshake goes on (or failed, and closed it).
+            return None;
+        }
         let max = self.config.max_queued_bytes;
         if conn.queued_bytes() > max && conn.watch_drain(max) {
             // The peer does not read what we send: stop reading what it sends (its next
@@ -305,6 +309,11 @@ impl OrbInner {
         conn.account_buffered(rs.buffered(), &self.stats);
         let more = rs.has_frames() || rs.maybe_readable();
         drop(rs);
+        if conn.stream().wants_write_call() {
+            // Reading made TLS records (an alert, a key update, session tickets) that the
+            // socket did not take: the write path sends them and watches for writable.
+            self.flush(conn);
+        }
         if eof {
             if frame.is_none() {
                 self.close_connection(conn, CloseCause::Io("closed by peer".into()));
