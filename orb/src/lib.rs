@@ -194,7 +194,10 @@ pub use exception::{
 };
 pub use identity::{IdentityError, PeerIdentity};
 pub use interceptor::{ClientInterceptor, ClientRequest, Outcome, ServerInterceptor, TraceContext};
-pub use ior::{IiopProfile, IorError, ObjectRef, SslComponent, TaggedComponent, TaggedProfile};
+pub use ior::{
+    IiopProfile, IorError, ObjectRef, SslComponent, TaggedComponent, TaggedProfile,
+    TAG_SSL_SEC_TRANS,
+};
 pub use metadata::Metadata;
 /// The rustls version the TLS types ([`TlsConfig::identity`], [`TlsConfig::roots`]) come from.
 pub use rustls;

@@ -2,7 +2,9 @@
 //!
 //! An [`ObjectRef`] is a repository (type) id plus profiles. IIOP profiles are parsed into
 //! [`IiopProfile`] (version, host, port, object key, tagged components); other profiles are kept
-//! as raw [`TaggedProfile`]s so a reference re-encodes to the bytes it came from.
+//! as raw [`TaggedProfile`]s so a reference re-encodes to the bytes it came from. Components stay
+//! raw too; the one the ORB acts on, `TAG_SSL_SEC_TRANS` (an object reached over TLS), is decoded
+//! by [`IiopProfile::ssl`] into an [`SslComponent`].
 //!
 //! `ObjectRef` also implements `prost::Message` (as `message ObjectRef { bytes ior = 1; }`, the
 //! IOR encapsulation), so `orb.ObjectRef` fields in users' .proto messages map to it through
@@ -18,6 +20,9 @@
 
 mod corbaloc;
 mod message;
+mod ssl;
+
+pub use ssl::{SslComponent, TAG_SSL_SEC_TRANS};
 
 use crate::cdr::{
     encapsulate, ByteOrder, CdrReader, CdrWriter, DecodeError, DecodeErrorKind, DecodeResultExt,
@@ -41,50 +46,6 @@ pub const TAG_CODE_SETS: u32 = 1;
 /// Component tag TAG_ALTERNATE_IIOP_ADDRESS.
 #[allow(dead_code)] // For the ORB core, which reads and writes components.
 pub const TAG_ALTERNATE_IIOP_ADDRESS: u32 = 3;
-
-/// Component tag TAG_SSL_SEC_TRANS: the TLS port of an SSL/TLS endpoint.
-pub const TAG_SSL_SEC_TRANS: u32 = 20;
-
-/// `SSLIOP::SSL`, the TAG_SSL_SEC_TRANS component: the association options the target
-/// supports and requires (CSIIOP bits) and its TLS port. omniORB's SSL transport writes it,
-/// with the profile's plain port 0 when it offers TLS only.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct SslComponent {
-    /// Options the target supports.
-    pub target_supports: u16,
-    /// Options the target requires.
-    pub target_requires: u16,
-    /// The TLS port.
-    pub port: u16,
-}
-
-impl SslComponent {
-    /// Parses the component's data (an encapsulation).
-    pub fn decode(data: &[u8]) -> Result<SslComponent, DecodeError> {
-        let mut r = CdrReader::encapsulation(data)?;
-        let target_supports = r.read_u16().field("target_supports")?;
-        let target_requires = r.read_u16().field("target_requires")?;
-        let port = r.read_u16().field("port")?;
-        Ok(SslComponent {
-            target_supports,
-            target_requires,
-            port,
-        })
-    }
-
-    /// The component, its data encoded in our native order.
-    pub fn to_component(&self) -> TaggedComponent {
-        TaggedComponent {
-            tag: TAG_SSL_SEC_TRANS,
-            data: encapsulate(ByteOrder::NATIVE, |w| {
-                w.write_u16(self.target_supports);
-                w.write_u16(self.target_requires);
-                w.write_u16(self.port);
-            })
-            .freeze(),
-        }
-    }
-}
 
 /// `IOP::TaggedProfile`: a tag and its (encapsulated) data, kept raw.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -190,14 +151,6 @@ impl IiopProfile {
             }
         })
         .freeze()
-    }
-
-    /// The TAG_SSL_SEC_TRANS component, if the profile has one that parses.
-    pub fn ssl(&self) -> Option<SslComponent> {
-        self.components
-            .iter()
-            .find(|c| c.tag == TAG_SSL_SEC_TRANS)
-            .and_then(|c| SslComponent::decode(&c.data).ok())
     }
 
     /// This profile as an `IOP::TaggedProfile` (tag 0, data encoded in our native order).
