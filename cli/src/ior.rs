@@ -7,7 +7,7 @@
 //! raw, are read with `protorb::cdr::CdrReader`, which checks every length against the bytes left.
 
 use protorb::cdr::CdrReader;
-use protorb::{ObjectRef, TaggedComponent};
+use protorb::{ObjectRef, SslComponent, TaggedComponent, TAG_SSL_SEC_TRANS};
 use std::fmt::Write as _;
 
 /// Component tag `TAG_ORB_TYPE`.
@@ -18,8 +18,6 @@ const TAG_CODE_SETS: u32 = 1;
 const TAG_POLICIES: u32 = 2;
 /// Component tag `TAG_ALTERNATE_IIOP_ADDRESS`.
 const TAG_ALTERNATE_IIOP_ADDRESS: u32 = 3;
-/// Component tag `TAG_SSL_SEC_TRANS` (SSLIOP).
-const TAG_SSL_SEC_TRANS: u32 = 20;
 /// Component tag `TAG_JAVA_CODEBASE`.
 const TAG_JAVA_CODEBASE: u32 = 25;
 /// Component tag `TAG_CSI_SEC_MECH_LIST` (CSIv2).
@@ -162,11 +160,15 @@ fn describe_component(c: &TaggedComponent) -> Option<String> {
             Some(format!("host {host}, port {port}"))
         }
         TAG_SSL_SEC_TRANS => {
-            let supports = r.read_u16().ok()?;
-            let requires = r.read_u16().ok()?;
-            let port = r.read_u16().ok()?;
+            let ssl = SslComponent::decode(&c.data).ok()?;
+            let names = |options: u16| SslComponent::option_names(options).collect::<Vec<_>>();
             Some(format!(
-                "target_supports {supports:#06x}, target_requires {requires:#06x}, port {port}"
+                "TLS port {}, target_supports {:#06x} ({}), target_requires {:#06x} ({})",
+                ssl.port,
+                ssl.target_supports,
+                names(ssl.target_supports).join(" "),
+                ssl.target_requires,
+                names(ssl.target_requires).join(" "),
             ))
         }
         TAG_CSI_SEC_MECH_LIST => {
@@ -408,6 +410,18 @@ mod tests {
         assert_eq!(
             describe_component(&alt).as_deref(),
             Some("host host, port 2809")
+        );
+        // omniORB 4.2.5's SSL component (LE): supports 0x66, requires 0x66, port 45237.
+        let ssl = TaggedComponent {
+            tag: TAG_SSL_SEC_TRANS,
+            data: vec![1u8, 0, 0x66, 0, 0x66, 0, 0xb5, 0xb0].into(),
+        };
+        let both = "Integrity Confidentiality EstablishTrustInTarget EstablishTrustInClient";
+        assert_eq!(
+            describe_component(&ssl),
+            Some(format!(
+                "TLS port 45237, target_supports 0x0066 ({both}), target_requires 0x0066 ({both})"
+            ))
         );
         // Truncated: not decoded, no panic.
         let bad = TaggedComponent {
