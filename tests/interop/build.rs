@@ -14,7 +14,10 @@
 //! A missing omniidl, compiler or omniORB installation never fails the build: it becomes a
 //! `cargo:warning`, and the tests then skip (or fail, under `ORB_INTEROP_REQUIRED=1`).
 //! Tools: `OMNIIDL` (default `omniidl`), `CXX` (default `g++`); libraries from
-//! `pkg-config omniORB4`, else `-lomniORB4 -lomnithread`.
+//! `pkg-config omniORB4`, else `-lomniORB4 -lomnithread`, then omniORB's SSL transport
+//! `-lomnisslTP4` and OpenSSL (`pkg-config openssl`, else `-lssl -lcrypto`): the peers can speak
+//! SSL (`--ssl DIR`), so they include `omniORB4/sslContext.h`, which needs OpenSSL's headers
+//! (Debian: libomniorb4-dev, libssl-dev).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -138,10 +141,20 @@ fn build(manifest: &Path, out: &Path) -> Result<(PathBuf, PathBuf), String> {
     Ok((client, server))
 }
 
-/// Linker flags for omniORB: pkg-config's if it knows omniORB4, else the usual two libraries.
+/// Linker flags for omniORB and its SSL transport: pkg-config's where it knows the package,
+/// else the usual libraries. `omnisslTP4` comes first: it depends on `omniORB4` and OpenSSL.
 fn omniorb_libs() -> Vec<String> {
-    let mut libs: Vec<String> = Command::new("pkg-config")
-        .args(["--libs", "omniORB4"])
+    let mut libs = vec!["-lomnisslTP4".to_owned()];
+    libs.extend(pkg_config_libs("omniORB4", &["-lomniORB4", "-lomnithread"]));
+    libs.extend(pkg_config_libs("openssl", &["-lssl", "-lcrypto"]));
+    libs.push("-lpthread".into());
+    libs
+}
+
+/// `pkg-config --libs PACKAGE`, or `fallback` when pkg-config does not know it.
+fn pkg_config_libs(package: &str, fallback: &[&str]) -> Vec<String> {
+    let libs: Vec<String> = Command::new("pkg-config")
+        .args(["--libs", package])
         .output()
         .ok()
         .filter(|o| o.status.success())
@@ -153,10 +166,10 @@ fn omniorb_libs() -> Vec<String> {
         })
         .unwrap_or_default();
     if libs.is_empty() {
-        libs = vec!["-lomniORB4".into(), "-lomnithread".into()];
+        fallback.iter().map(|s| (*s).to_owned()).collect()
+    } else {
+        libs
     }
-    libs.push("-lpthread".into());
-    libs
 }
 
 fn run(cmd: &mut Command, tool: &str) -> Result<(), String> {

@@ -1,6 +1,9 @@
 // omniORB client for the interop tests: calls a Rust ORB server.
 //
-// Usage: interop_client [-ORB options] <reference> <command>...
+// Usage: interop_client [-ORB options] [--ssl DIR] <reference> <command>...
+//
+// --ssl DIR: omniORB's SSL transport with mutual TLS, identity DIR/client.pem, CA DIR/ca.pem
+// (see take_ssl_option in common.h); needed to call a server whose IOR offers only SSL.
 //
 // Commands (run in order; each prints exactly one line):
 //   narrow          Echo::_narrow on the reference (a remote _is_a when the type is unknown)
@@ -91,6 +94,7 @@ static void run(CORBA::ORB_ptr orb, CORBA::Object_ptr obj, interop::Echo_var& ec
 }
 
 int main(int argc, char** argv) {
+  take_ssl_option(argc, argv, "client.pem");
   try {
     CORBA::ORB_var orb = CORBA::ORB_init(argc, argv);
     if (argc < 2) {

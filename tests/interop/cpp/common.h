@@ -3,6 +3,7 @@
 #define INTEROP_COMMON_H
 
 #include <omniORB4/CORBA.h>
+#include <omniORB4/sslContext.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,36 @@ static inline void throw_system(const std::string& name, CORBA::ULong minor,
   INTEROP_SYS(BAD_OPERATION)
 #undef INTEROP_SYS
   throw CORBA::UNKNOWN(minor, c);
+}
+
+// omniORB's SSL transport (libomnisslTP4), configured through the sslContext static members of
+// omniORB 4.2 (4.3 moved them into omni::sslContext and added setters; the installed header
+// decides). They must be set before ORB_init, which builds the sslContext singleton from them.
+//
+// `--ssl DIR` (anywhere on the command line) is removed from argv and turns SSL on:
+// - DIR/ca.pem: the CA that peers' certificates must chain to;
+// - DIR/<identity>: this program's certificate chain followed by its unencrypted private key,
+//   in one PEM file (omniORB reads both from key_file: SSL_CTX_use_certificate_chain_file and
+//   SSL_CTX_use_PrivateKey_file on the same path);
+// - verify mode SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT: mutual TLS, a server refuses
+//   a client without a certificate.
+// Returns whether SSL was asked for.
+static inline bool take_ssl_option(int& argc, char** argv, const char* identity) {
+  static std::string ca, key;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--ssl") != 0 || i + 1 >= argc) continue;
+    std::string dir = argv[i + 1];
+    for (int j = i; j + 2 <= argc; j++) argv[j] = argv[j + 2];
+    argc -= 2;
+    ca = dir + "/ca.pem";
+    key = dir + "/" + identity;
+    sslContext::certificate_authority_file = ca.c_str();
+    sslContext::key_file = key.c_str();
+    sslContext::key_file_password = "";
+    sslContext::verify_mode = SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
+    return true;
+  }
+  return false;
 }
 
 #endif

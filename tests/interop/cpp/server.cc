@@ -1,7 +1,7 @@
 // omniORB server for the interop tests: serves interop::Echo (or interop::Hub) for a Rust ORB
 // client.
 //
-// Usage: interop_server [-ORB options] [--hub [--bidir]]
+// Usage: interop_server [-ORB options] [--hub [--bidir]] [--ssl DIR]
 //
 // Default: the Echo object lives in omniORB's INS POA under the key "Echo", so it is reachable
 // both through the printed IOR and through corbaloc:iiop:1.2@host:port/Echo.
@@ -14,6 +14,10 @@
 // serverTransportRule "* unix,tcp,bidir", and the Hub's POA created with
 // BiDirPolicy::BidirectionalPolicy BOTH. (-ORB options on the command line still override the
 // first two.)
+//
+// --ssl DIR: omniORB's SSL transport with mutual TLS, identity DIR/server.pem, CA DIR/ca.pem
+// (see take_ssl_option in common.h). The endpoint is still given with -ORBendPoint, e.g.
+// giop:ssl:127.0.0.1: for an SSL-only server, whose IORs carry port 0 and TAG_SSL_SEC_TRANS.
 //
 // Prints "IOR:..." on one line once it serves, then runs until killed (or until stdin reaches
 // end of file).
@@ -126,6 +130,7 @@ static CORBA::Object_ptr serve_hub(CORBA::ORB_ptr orb, bool bidir) {
 }
 
 int main(int argc, char** argv) {
+  take_ssl_option(argc, argv, "server.pem");
   bool hub = false, bidir = false;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--hub") == 0) hub = true;

@@ -1,7 +1,8 @@
 //! Helpers for the omniORB interoperability tests: locating the C++ peers and the omniORB
 //! tools, running them with timeouts, an `interop::Echo` servant for our ORB, and a GIOP tap
 //! (a TCP proxy that records every GIOP message header it forwards, with the request id,
-//! operation and service-context ids it can decode).
+//! operation and service-context ids it can decode), and [`TestCerts`]: a CA, a server and a
+//! client certificate written as PEM at test time, for the SSL/TLS tests.
 //!
 //! When omniORB is not available the tests skip with a notice on stderr, unless the
 //! environment variable `ORB_INTEROP_REQUIRED=1` is set, in which case they fail.
@@ -344,9 +345,29 @@ pub struct OmniServer {
 
 /// Starts the C++ server on a free loopback port and waits for its IOR.
 pub fn start_server(peers: &Peers, extra_opts: &[&str]) -> OmniServer {
+    start_server_at(peers, "giop:tcp:127.0.0.1:", extra_opts)
+}
+
+/// Starts the C++ server with omniORB's SSL transport only (endpoint `giop:ssl:127.0.0.1:`, a
+/// free port) and mutual TLS with `certs` (`--ssl DIR`: identity `server.pem`, CA `ca.pem`,
+/// client certificates required), and waits for its IOR. The IOR's IIOP profile has port 0
+/// and the TLS port in a `TAG_SSL_SEC_TRANS` component.
+///
+/// The host is 127.0.0.1, not `giop:ssl::` (which would publish the machine's first non-loopback
+/// address): the server certificate names `localhost` and 127.0.0.1, and our client checks it
+/// against the host in the IOR.
+pub fn start_ssl_server(peers: &Peers, certs: &TestCerts, extra_opts: &[&str]) -> OmniServer {
+    let mut opts = certs.omni_opts();
+    opts.extend(extra_opts.iter().map(|s| s.to_string()));
+    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    start_server_at(peers, "giop:ssl:127.0.0.1:", &opts)
+}
+
+/// Starts the C++ server with `-ORBendPoint endpoint` and waits for its IOR.
+pub fn start_server_at(peers: &Peers, endpoint: &str, extra_opts: &[&str]) -> OmniServer {
     let mut child = Command::new(&peers.server)
         .args(OMNI_OPTS)
-        .args(["-ORBendPoint", "giop:tcp:127.0.0.1:"])
+        .args(["-ORBendPoint", endpoint])
         .args(extra_opts)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -422,6 +443,122 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Certificates for the SSL/TLS tests, generated with `rcgen` into a fresh temporary directory
+/// (removed on drop), all PEM:
+///
+/// | file | what |
+/// |---|---|
+/// | `ca.pem` | the CA (CN `interop-ca`) that signed the other two; both sides trust only it |
+/// | `server-cert.pem`, `server-key.pem` | server certificate (CN `localhost`, SANs DNS `localhost` and IP 127.0.0.1, serverAuth) and its key |
+/// | `client-cert.pem`, `client-key.pem` | client certificate (CN `interop-client`, SAN DNS `interop-client`, clientAuth) and its key |
+/// | `server.pem`, `client.pem` | certificate then key in one file, the form omniORB's `sslContext::key_file` reads |
+///
+/// Keys are ECDSA P-256, unencrypted. The C++ peers take the directory as `--ssl DIR`.
+#[derive(Debug)]
+pub struct TestCerts {
+    dir: TempDir,
+}
+
+/// The client certificate's common name.
+pub const CLIENT_CN: &str = "interop-client";
+
+impl TestCerts {
+    /// Generates the CA and both certificates and writes them. Panics if generation or writing
+    /// fails (a test setup failure).
+    pub fn generate() -> TestCerts {
+        use rcgen::{
+            BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
+            KeyPair, KeyUsagePurpose,
+        };
+        let dir = TempDir::new("certs");
+        let write = |name: &str, text: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text)
+                .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+        };
+        let fail = |what: &str, e: rcgen::Error| -> ! { panic!("rcgen: {what}: {e}") };
+
+        let ca_key = KeyPair::generate().unwrap_or_else(|e| fail("CA key", e));
+        let mut ca =
+            CertificateParams::new(Vec::<String>::new()).unwrap_or_else(|e| fail("CA params", e));
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name.push(DnType::CommonName, "interop-ca");
+        ca.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let ca_cert = ca.self_signed(&ca_key).unwrap_or_else(|e| fail("CA", e));
+        write("ca.pem", &ca_cert.pem());
+        let issuer = Issuer::new(ca, ca_key);
+
+        // "127.0.0.1" becomes an IP address SAN, "localhost" a DNS name SAN.
+        for (name, cn, sans, usage) in [
+            (
+                "server",
+                "localhost",
+                vec!["localhost".to_string(), "127.0.0.1".to_string()],
+                ExtendedKeyUsagePurpose::ServerAuth,
+            ),
+            (
+                "client",
+                CLIENT_CN,
+                vec![CLIENT_CN.to_string()],
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ),
+        ] {
+            let key = KeyPair::generate().unwrap_or_else(|e| fail(name, e));
+            let mut params = CertificateParams::new(sans).unwrap_or_else(|e| fail(name, e));
+            params.distinguished_name.push(DnType::CommonName, cn);
+            params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+            params.extended_key_usages = vec![usage];
+            let cert = params
+                .signed_by(&key, &issuer)
+                .unwrap_or_else(|e| fail(name, e));
+            let (cert, key) = (cert.pem(), key.serialize_pem());
+            write(&format!("{name}-cert.pem"), &cert);
+            write(&format!("{name}-key.pem"), &key);
+            write(&format!("{name}.pem"), &format!("{cert}{key}"));
+        }
+        TestCerts { dir }
+    }
+
+    /// The directory holding the files (what the C++ peers take as `--ssl DIR`).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `ca.pem`.
+    pub fn ca(&self) -> PathBuf {
+        self.dir().join("ca.pem")
+    }
+
+    /// `server-cert.pem`.
+    pub fn server_cert(&self) -> PathBuf {
+        self.dir().join("server-cert.pem")
+    }
+
+    /// `server-key.pem`.
+    pub fn server_key(&self) -> PathBuf {
+        self.dir().join("server-key.pem")
+    }
+
+    /// `client-cert.pem`.
+    pub fn client_cert(&self) -> PathBuf {
+        self.dir().join("client-cert.pem")
+    }
+
+    /// `client-key.pem`.
+    pub fn client_key(&self) -> PathBuf {
+        self.dir().join("client-key.pem")
+    }
+
+    /// The options that turn on mutual TLS in a C++ peer: `--ssl DIR`.
+    pub fn omni_opts(&self) -> Vec<String> {
+        vec!["--ssl".into(), self.dir().display().to_string()]
     }
 }
 
