@@ -1,10 +1,11 @@
 //! omniORB's SSL transport between the two C++ peers, with the certificates of
 //! [`orb_interop::TestCerts`]: proves the peers and the certificates work for mutual TLS before
 //! our own TLS transport is put between them, and that we read what an SSL-only omniORB server
-//! publishes (plain port 0, the TLS port in `TAG_SSL_SEC_TRANS`).
+//! publishes (plain port 0, the TLS port in `TAG_SSL_SEC_TRANS`), and that omniORB's client
+//! follows the TLS profile we build (`IiopProfile::tls`) to an SSL server.
 
-use orb_interop::{peers, run_client, start_ssl_server, Outcome, TestCerts, OOPS_ID};
-use protorb::{ObjectRef, SslComponent, TAG_SSL_SEC_TRANS};
+use orb_interop::{peers, run_client, start_ssl_server, Outcome, TestCerts, ECHO_ID, OOPS_ID};
+use protorb::{IiopProfile, ObjectRef, SslComponent, TAG_SSL_SEC_TRANS};
 
 #[test]
 fn certificates_are_written_as_pem() {
@@ -125,4 +126,47 @@ fn omniorb_ssl_ior_decodes_to_port_zero_and_the_ssl_component() {
     assert_eq!(ssl, SslComponent::for_tls(ssl.port, true));
     // The TLS port is really the server's: it accepts a TCP connection.
     std::net::TcpStream::connect(("127.0.0.1", ssl.port)).expect("the TLS port listens");
+}
+
+#[test]
+fn omniorb_ssl_client_follows_our_tls_profile() {
+    let Some(peers) = peers("omniorb_ssl_client_follows_our_tls_profile") else {
+        return;
+    };
+    let certs = TestCerts::generate();
+    let server = start_ssl_server(&peers, &certs, &[]);
+    let theirs = ObjectRef::parse(&server.ior).expect("omniORB's IOR parses");
+    let tls_port = theirs
+        .primary()
+        .and_then(|p| p.ssl())
+        .expect("a TAG_SSL_SEC_TRANS component")
+        .port;
+    let opts = certs.omni_opts();
+    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    // Our encoding of the profile (port 0, the component in our native order), with the
+    // options omniORB uses and with EstablishTrustInClient only supported: omniORB's client
+    // takes the port from either and connects with SSL.
+    for require_client_cert in [true, false] {
+        let ours = ObjectRef::from_iiop_profiles(
+            ECHO_ID,
+            vec![IiopProfile::tls(
+                "127.0.0.1",
+                tls_port,
+                &b"Echo"[..],
+                require_client_cert,
+            )],
+        );
+        let run = run_client(
+            &peers,
+            &opts,
+            &ours.to_ior_string(),
+            &["echo:5", "nonexist"],
+        );
+        assert_eq!(
+            run.get("echo:5"),
+            &Outcome::Ok("len=5 match".into()),
+            "require_client_cert {require_client_cert}"
+        );
+        assert_eq!(run.get("nonexist"), &Outcome::Ok("false".into()));
+    }
 }
