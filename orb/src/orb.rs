@@ -569,15 +569,14 @@ impl Orb {
             .listen_addrs
             .iter()
             .map(|a| match &self.inner.config.tls {
-                Some(tls) if tls.server.is_some() => crate::ior::IiopProfile {
-                    // TLS only, as omniORB's SSL transport publishes it: plain port 0, the
-                    // TLS port in TAG_SSL_SEC_TRANS.
-                    version: crate::giop::Version::V1_2,
-                    host: self.inner.host.clone(),
-                    port: 0,
-                    object_key: key.clone(),
-                    components: vec![crate::tls::ssl_component(a.port(), tls).to_component()],
-                },
+                // TLS only, as omniORB's SSL transport publishes it: plain port 0, the TLS
+                // port in TAG_SSL_SEC_TRANS.
+                Some(tls) if tls.server.is_some() => crate::ior::IiopProfile::tls(
+                    self.inner.host.clone(),
+                    a.port(),
+                    key.clone(),
+                    tls.require_client_cert,
+                ),
                 _ => crate::ior::IiopProfile {
                     version: crate::giop::Version::V1_2,
                     host: self.inner.host.clone(),

@@ -246,7 +246,11 @@ fn a_tls_only_reference_without_tls_is_no_permission() {
         panic!("system exception expected, got {err}")
     };
     assert_eq!(e.kind, SystemExceptionKind::NO_PERMISSION, "{e}");
-    assert_eq!(server.stats().connections_accepted, 0, "nothing sent in clear");
+    assert_eq!(
+        server.stats().connections_accepted,
+        0,
+        "nothing sent in clear"
+    );
     client.shutdown();
     server.shutdown();
 }
@@ -256,7 +260,10 @@ fn a_stalled_handshake_times_out_and_never_stalls_other_clients() {
     let pki = Pki::new("alice");
     let server = Orb::builder()
         .threads(2)
-        .tls(pki.server_tls().handshake_timeout(Duration::from_millis(300)))
+        .tls(
+            pki.server_tls()
+                .handshake_timeout(Duration::from_millis(300)),
+        )
         .build()
         .unwrap();
     let (_s, echo_ref) = activate_echo(&server);
@@ -265,7 +272,9 @@ fn a_stalled_handshake_times_out_and_never_stalls_other_clients() {
     // Ten peers that connect and say nothing, and one that sends half a ClientHello.
     let mut silent: Vec<TcpStream> = (0..10).map(|_| TcpStream::connect(addr).unwrap()).collect();
     let mut partial = TcpStream::connect(addr).unwrap();
-    partial.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01]).unwrap();
+    partial
+        .write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01])
+        .unwrap();
 
     let client = Orb::builder().tls(pki.client_tls()).build().unwrap();
     let echo = EchoClient::new(&client, echo_ref);
@@ -315,11 +324,9 @@ fn garbage_after_the_handshake_closes_that_connection_only() {
         .with_root_certificates(roots)
         .with_client_auth_cert(chain, key)
         .unwrap();
-    let mut session = protorb::rustls::ClientConnection::new(
-        Arc::new(config),
-        "localhost".try_into().unwrap(),
-    )
-    .unwrap();
+    let mut session =
+        protorb::rustls::ClientConnection::new(Arc::new(config), "localhost".try_into().unwrap())
+            .unwrap();
     let mut sock = TcpStream::connect(addr).unwrap();
     while session.is_handshaking() {
         session.complete_io(&mut sock).expect("handshake");
@@ -330,7 +337,9 @@ fn garbage_after_the_handshake_closes_that_connection_only() {
     sock.write_all(&[0x17, 0x03, 0x03, 0x00, 0x10]).unwrap();
     sock.write_all(&[0xAB; 16]).unwrap();
     assert!(closed_by_peer(&mut sock), "the server closes it");
-    eventually("the TLS error is counted", || server.stats().tls_errors == 1);
+    eventually("the TLS error is counted", || {
+        server.stats().tls_errors == 1
+    });
 
     let client = Orb::builder().tls(pki.client_tls()).build().unwrap();
     let echo = EchoClient::new(&client, echo_ref);

@@ -184,34 +184,6 @@ impl TlsConfig {
     }
 }
 
-/// CSIIOP association options (`AssociationOptions` bits) in a TAG_SSL_SEC_TRANS component.
-pub(crate) mod options {
-    pub(crate) const INTEGRITY: u16 = 2;
-    pub(crate) const CONFIDENTIALITY: u16 = 4;
-    pub(crate) const DETECT_REPLAY: u16 = 8;
-    pub(crate) const DETECT_MISORDERING: u16 = 16;
-    pub(crate) const ESTABLISH_TRUST_IN_TARGET: u16 = 32;
-    pub(crate) const ESTABLISH_TRUST_IN_CLIENT: u16 = 64;
-}
-
-/// The TAG_SSL_SEC_TRANS component our references carry for a TLS listener on `port`: TLS
-/// protects integrity and confidentiality and authenticates us; it authenticates the client
-/// too when we require a client certificate.
-pub(crate) fn ssl_component(port: u16, tls: &TlsSetup) -> crate::ior::SslComponent {
-    use options::*;
-    let protection = INTEGRITY | CONFIDENTIALITY | DETECT_REPLAY | DETECT_MISORDERING;
-    let client = if tls.require_client_cert {
-        ESTABLISH_TRUST_IN_CLIENT
-    } else {
-        0
-    };
-    crate::ior::SslComponent {
-        target_supports: protection | ESTABLISH_TRUST_IN_TARGET | ESTABLISH_TRUST_IN_CLIENT,
-        target_requires: protection | client,
-        port,
-    }
-}
-
 /// The rustls configurations of an ORB with TLS, built from its [`TlsConfig`].
 #[derive(Clone, Debug)]
 pub(crate) struct TlsSetup {
