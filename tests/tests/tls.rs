@@ -175,8 +175,11 @@ fn an_untrusted_or_expired_client_certificate_is_refused() {
     let mallory = other.leaf("mallory", &["mallory.example"]);
     let expired = pki.ca.leaf_valid("old", &["old.example"], Some(()));
     let files = Files::new();
-    let mut failures = 0;
-    for (name, pem) in [("mallory", &mallory), ("expired", &expired)] {
+    for (i, (name, pem)) in [("mallory", &mallory), ("expired", &expired)]
+        .into_iter()
+        .enumerate()
+    {
+        let failures = i as u64 + 1;
         let cert = files.write(&format!("{name}.pem"), &pem.cert);
         let key = files.write(&format!("{name}.key"), &pem.key);
         let tls = protorb::TlsConfig::new()
@@ -201,7 +204,6 @@ fn an_untrusted_or_expired_client_certificate_is_refused() {
             ),
             "{name}: {e}"
         );
-        failures += 1;
         eventually("the server counts the failure", || {
             server.stats().tls_handshake_failures == failures
         });
