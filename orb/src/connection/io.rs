@@ -4,7 +4,8 @@
 //! one [`Io`] of production (below) and the reactor the one [`WriteInterest`] (in `transport`), while
 //! the unit tests put an in-memory pipe (`mem`, test-only) and a recorder in their place.
 
-use crate::stream::Stream;
+use super::read::Source;
+use crate::stream::{Stream, StreamReader};
 use std::fmt::Debug;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -18,7 +19,7 @@ use std::net::TcpStream;
 /// `read_to_end` fill a large frame's buffer without zeroing it first (see `ReadState`).
 pub(crate) trait Io: Send + Sync + Debug {
     /// The read half.
-    fn reader(&self) -> impl Read + '_;
+    fn reader(&self) -> impl Source + '_;
     /// The write half (`write_vectored` is what the write path calls; `flush` pushes out
     /// what the stream holds of its own, `WouldBlock` if the stream cannot take it yet).
     fn writer(&self) -> impl Write + '_;
@@ -35,7 +36,7 @@ pub(crate) trait Io: Send + Sync + Debug {
 
 impl Io for Stream {
     #[inline]
-    fn reader(&self) -> impl Read + '_ {
+    fn reader(&self) -> impl Source + '_ {
         Stream::reader(self)
     }
 
@@ -52,13 +53,29 @@ impl Io for Stream {
 
 impl Io for TcpStream {
     #[inline]
-    fn reader(&self) -> impl Read + '_ {
+    fn reader(&self) -> impl Source + '_ {
         self
     }
 
     #[inline]
     fn writer(&self) -> impl Write + '_ {
         self
+    }
+}
+
+impl Source for &TcpStream {
+    fn read_large(&mut self, buf: &mut Vec<u8>, want: u64) -> std::io::Result<usize> {
+        // `Take<&TcpStream>` forwards `read_buf`: no zeroing of the spare capacity.
+        (*self).take(want).read_to_end(buf)
+    }
+}
+
+impl Source for StreamReader<'_> {
+    fn read_large(&mut self, buf: &mut Vec<u8>, want: u64) -> std::io::Result<usize> {
+        match self {
+            StreamReader::Plain(s) => s.read_large(buf, want),
+            StreamReader::Tls(t) => t.by_ref().take(want).read_to_end(buf),
+        }
     }
 }
 

@@ -162,6 +162,8 @@ impl MemStream {
     }
 }
 
+impl super::read::Source for &MemStream {}
+
 impl Read for &MemStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let mut p = lock(&self.incoming.pipe);
@@ -219,7 +221,7 @@ impl Write for &MemStream {
 }
 
 impl Io for MemStream {
-    fn reader(&self) -> impl Read + '_ {
+    fn reader(&self) -> impl super::read::Source + '_ {
         self
     }
 

@@ -15,6 +15,18 @@ use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 use tokio_util::codec::Decoder;
 
+/// What [`ReadState::read_from`] reads: a [`Read`] that may fill a large frame's buffer its
+/// own way. A TCP socket's `read_to_end` reads into the buffer's spare capacity without
+/// zeroing it first, so a peer that announces a large frame and sends part of it costs
+/// memory for what it sent only; the default (through `Read::read`) zeroes each chunk first.
+pub(crate) trait Source: Read + Sized {
+    /// Appends up to `want` bytes to `buf`, until the end of the stream or an error
+    /// (`WouldBlock` included: what was read stays in `buf`).
+    fn read_large(&mut self, buf: &mut Vec<u8>, want: u64) -> io::Result<usize> {
+        self.by_ref().take(want).read_to_end(buf)
+    }
+}
+
 /// The sans-I/O read side: bytes in, frames out.
 ///
 /// Invariants:
@@ -172,7 +184,7 @@ impl ReadState {
     /// goes. Returns `Ok(false)` on end of stream.
     pub(crate) fn read_from(
         &mut self,
-        mut io: impl Read,
+        mut io: impl Source,
         stats: &Stats,
     ) -> Result<bool, ReadError> {
         let mut total = 0;
@@ -197,7 +209,7 @@ impl ReadState {
                     let before = big.len();
                     // Reads until the frame is complete, the end of the stream, or
                     // WouldBlock; what it read stays in `big` either way.
-                    let r = (&mut io).take(want as u64).read_to_end(big);
+                    let r = io.read_large(big, want as u64);
                     let n = big.len() - before;
                     let r = match r {
                         Err(e) if n > 0 && e.kind() == io::ErrorKind::WouldBlock => Ok(n),

@@ -44,6 +44,8 @@ struct Chunks {
     edge: bool,
 }
 
+impl super::read::Source for Chunks {}
+
 impl Read for Chunks {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if !std::mem::take(&mut self.edge) || self.pos == self.data.len() {
