@@ -18,6 +18,8 @@
 # each read), which splits the ORB's cost over raw into the event loop's system calls and the
 # ORB's own code.
 #
+# orb-tls (`--impl orb-tls`: the ORB over mutual TLS, rustls) runs lat, tput and big beside orb,
+# for the cost of TLS per call (a comparison row, no target).
 # tonic (gRPC, `--impl tonic`) runs lat, tput, big and the asynchronous workloads, for
 # comparison rows without a target. `lat-async` (orb and tonic; pinned like lat) and
 # `tput-async 1000` (orb and tonic; unpinned like tput) measure asynchronous calls from one
@@ -195,9 +197,10 @@ for run in $(seq 1 "$runs"); do
     echo "run $run of $runs" >&2
     for wl in lat lat-async tput $split_tput tput-async big; do
         case "$wl" in
-            lat) impls="orb raw raw-epoll tonic $omni_impl" ;;
+            lat) impls="orb orb-tls raw raw-epoll tonic $omni_impl" ;;
             *-async) impls="orb tonic" ;;
-            *) impls="orb raw tonic $omni_impl" ;;
+            tput_split) impls="orb raw tonic $omni_impl" ;;
+            *) impls="orb orb-tls raw tonic $omni_impl" ;;
         esac
         for imp in $impls; do
             case "$wl" in

@@ -175,11 +175,8 @@ fn an_untrusted_or_expired_client_certificate_is_refused() {
     let mallory = other.leaf("mallory", &["mallory.example"]);
     let expired = pki.ca.leaf_valid("old", &["old.example"], Some(()));
     let files = Files::new();
-    for (i, (name, pem)) in [("mallory", &mallory), ("expired", &expired)]
-        .into_iter()
-        .enumerate()
-    {
-        let failures = i as u64 + 1;
+    for (name, pem) in [("mallory", &mallory), ("expired", &expired)] {
+        let before = server.stats().tls_handshake_failures;
         let cert = files.write(&format!("{name}.pem"), &pem.cert);
         let key = files.write(&format!("{name}.key"), &pem.key);
         let tls = protorb::TlsConfig::new()
@@ -204,8 +201,10 @@ fn an_untrusted_or_expired_client_certificate_is_refused() {
             ),
             "{name}: {e}"
         );
-        eventually("the server counts the failure", || {
-            server.stats().tls_handshake_failures == failures
+        // At least one refused handshake (the client may resend on a fresh connection when
+        // its write finds the connection already closed, before any reply).
+        eventually(&format!("{name}: the server counts the failure"), || {
+            server.stats().tls_handshake_failures > before
         });
         client.shutdown();
     }

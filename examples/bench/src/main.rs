@@ -19,6 +19,9 @@
 //! client runtime's worker threads (see `tonic_impl`). `examples/bench/run.sh` runs everything
 //! side by side.
 //!
+//! `--impl orb-tls` is the ORB over mutual TLS (rustls; see `tls`), for the cost of TLS beside
+//! `orb`: the same workloads, the same JSON lines with `"impl":"orb-tls"`.
+//!
 //! `lat-async` and `tput-async N` (default 1,000) are the asynchronous workloads: one client
 //! thread running a tokio current-thread runtime, one call awaited at a time (`lat-async`) or
 //! N calls kept in flight over one connection (`tput-async`); raw has neither.
@@ -30,6 +33,7 @@ mod metrics;
 mod orb_impl;
 mod raw;
 mod report;
+mod tls;
 mod tonic_impl;
 mod workload;
 
@@ -57,6 +61,7 @@ enum Impl {
 impl Impl {
     fn name(self) -> &'static str {
         match self {
+            Impl::Orb if tls::enabled() => "orb-tls",
             Impl::Orb => "orb",
             Impl::Raw => "raw",
             Impl::RawEpoll => "raw-epoll",
@@ -95,6 +100,10 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--impl" => {
                 a.imp = match value("--impl")?.as_str() {
                     "orb" => Impl::Orb,
+                    "orb-tls" => {
+                        tls::enable();
+                        Impl::Orb
+                    }
                     "raw" => Impl::Raw,
                     "raw-epoll" => Impl::RawEpoll,
                     "tonic" => Impl::Tonic,

@@ -34,9 +34,33 @@ impl Echo for EchoServant {
 }
 
 /// The reference a client builds from the port alone (GIOP 1.2, object key `echo`).
+/// With `orb-tls`, the TLS-only profile a TLS server publishes (port 0, the TLS port in
+/// TAG_SSL_SEC_TRANS).
 fn echo_ref(orb: &protorb::Orb, port: u16) -> Result<protorb::ObjectRef, String> {
+    if crate::tls::enabled() {
+        let p = protorb::IiopProfile::tls("127.0.0.1", port, &b"echo"[..], true);
+        return Ok(protorb::ObjectRef::from_iiop_profiles(
+            "IDL:bench/Echo:1.0",
+            vec![p],
+        ));
+    }
     orb.string_to_object(&format!("corbaloc::1.2@127.0.0.1:{port}/echo"))
         .map_err(|e| e.to_string())
+}
+
+/// An ORB builder with TLS on if this process runs `orb-tls` (`server`: our listener's
+/// settings, else a client's).
+fn with_tls(b: protorb::OrbBuilder, server: bool) -> Result<protorb::OrbBuilder, String> {
+    if !crate::tls::enabled() {
+        return Ok(b);
+    }
+    let tls = if server {
+        crate::tls::make_certs()?;
+        crate::tls::server_config()?
+    } else {
+        crate::tls::client_config()?
+    };
+    Ok(b.tls(tls))
 }
 
 /// Client pool threads for one caller at a time (`lat`, `big`): none. With `threads(0)` the
@@ -55,9 +79,7 @@ pub const MANY_CALLER_THREADS: usize = 2;
 
 /// The client ORB: no listener, `threads` pool threads.
 pub fn client_orb(threads: usize) -> Result<protorb::Orb, String> {
-    protorb::Orb::builder()
-        .no_listen()
-        .threads(threads)
+    with_tls(protorb::Orb::builder().no_listen().threads(threads), false)?
         .build()
         .map_err(|e| e.to_string())
 }
@@ -126,11 +148,14 @@ pub fn report_client_stats(orb: &protorb::Orb, what: &str) {
 /// `server --impl orb`: serves the echo object under key `echo` with `threads` pool threads
 /// until SIGTERM/SIGINT, then prints its JSON line (calls served = the ORB's request counter).
 pub fn server(port: u16, threads: usize, wait_for_signal: impl FnOnce()) -> Result<(), String> {
-    let orb = protorb::Orb::builder()
-        .listen(("127.0.0.1", port))
-        .threads(threads)
-        .build()
-        .map_err(|e| e.to_string())?;
+    let orb = with_tls(
+        protorb::Orb::builder()
+            .listen(("127.0.0.1", port))
+            .threads(threads),
+        true,
+    )?
+    .build()
+    .map_err(|e| e.to_string())?;
     orb.activate(&b"echo"[..], EchoSkeleton::new(EchoServant));
     let addr = orb.listen_addrs()[0];
     let before = CtxSwitches::now();
@@ -150,7 +175,14 @@ pub fn server(port: u16, threads: usize, wait_for_signal: impl FnOnce()) -> Resu
         }
     };
     JsonLine::new()
-        .str("impl", "orb")
+        .str(
+            "impl",
+            if crate::tls::enabled() {
+                "orb-tls"
+            } else {
+                "orb"
+            },
+        )
         .str("role", "server")
         .int("threads", threads as u64)
         .int("calls", calls)

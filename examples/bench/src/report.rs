@@ -115,8 +115,9 @@ const METRICS: [(&str, &str, &str, &str); 5] = [
 
 /// Implementations the ORB is compared with but has no target against: raw-epoll (what an
 /// event loop's system calls cost), omniORB (the C++ ORB) and tonic (gRPC).
-const COMPARED: [(&str, &str); 3] = [
+const COMPARED: [(&str, &str); 4] = [
     ("raw-epoll", "raw-epoll"),
+    ("orb-tls", "orb over mutual TLS"),
     ("omniorb", "omniORB"),
     ("tonic", "tonic"),
 ];
