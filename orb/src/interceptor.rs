@@ -38,6 +38,8 @@ pub struct ClientRequest<'a> {
     pub(crate) target: &'a ObjectRef,
     pub(crate) twoway: bool,
     pub(crate) metadata: Metadata,
+    /// The metadata the reply carried, set before the after hooks run.
+    pub(crate) reply_metadata: Metadata,
 }
 
 impl ClientRequest<'_> {
@@ -65,6 +67,19 @@ impl ClientRequest<'_> {
     /// The metadata, to add to (in [`ClientInterceptor::send_request`]).
     pub fn metadata_mut(&mut self) -> &mut Metadata {
         &mut self.metadata
+    }
+
+    /// The metadata the reply carried (what the servant and the server's interceptors added
+    /// with [`Context::reply_metadata_mut`]), for [`ClientInterceptor::receive_reply`]. Empty
+    /// before the reply, for a oneway, when the call failed without a reply, and for
+    /// asynchronous calls ([`ObjectProxy::invoke_async`](crate::ObjectProxy::invoke_async)),
+    /// which do not read it yet.
+    ///
+    /// Bounded as request metadata is: a reply with more than [`Metadata::MAX_ENTRIES`]
+    /// entries or string pairs, or whose string pairs do not decode, has its metadata
+    /// dropped (logged as a warning); the call's result is not affected.
+    pub fn reply_metadata(&self) -> &Metadata {
+        &self.reply_metadata
     }
 }
 
@@ -99,7 +114,8 @@ pub trait ClientInterceptor: Send + Sync + 'static {
         Ok(())
     }
 
-    /// After the reply arrived (or the call failed): sees the outcome.
+    /// After the reply arrived (or the call failed): sees the outcome, and the reply's
+    /// metadata in [`ClientRequest::reply_metadata`].
     fn receive_reply(&self, request: &ClientRequest<'_>, outcome: Outcome<'_>) {
         let _ = (request, outcome);
     }
@@ -165,7 +181,8 @@ pub trait ServerInterceptor: Send + Sync + 'static {
         Ok(())
     }
 
-    /// After the upcall: sees its outcome, before the reply is sent.
+    /// After the upcall: sees its outcome, before the reply is sent; may add to the reply's
+    /// metadata ([`Context::reply_metadata_mut`]).
     fn send_reply(&self, ctx: &Context, outcome: Outcome<'_>) {
         let _ = (ctx, outcome);
     }

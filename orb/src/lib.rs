@@ -201,7 +201,9 @@ pub use ior::{
 pub use metadata::Metadata;
 /// The rustls version the TLS types ([`TlsConfig::identity`], [`TlsConfig::roots`]) come from.
 pub use rustls;
-pub use servant::{Context, ReplyHandle, Servant, TypedReplyHandle, OBJECT_REPOSITORY_ID};
+pub use servant::{
+    Context, ReplyHandle, ReplyMetadataMut, Servant, TypedReplyHandle, OBJECT_REPOSITORY_ID,
+};
 pub use stats::OrbStats;
 pub use tls::TlsConfig;
 pub use version::Version;

@@ -71,6 +71,11 @@ struct ContextInner {
     /// then costs the upcall no more than a null pointer to reset (a `Metadata` by value
     /// cost ~80 instructions per upcall to move, reset and drop, callgrind).
     metadata: Option<Box<Metadata>>,
+    /// The metadata the reply will carry ([`Context::reply_metadata_mut`]): `None` until
+    /// something is added, so that a reply without any costs one uncontended lock to check.
+    /// A lock because the servant, the server interceptors and a [`ReplyHandle`] on another
+    /// thread may all add to it through a shared `&Context`.
+    reply_metadata: Mutex<Option<Box<Metadata>>>,
     cancelled: AtomicBool,
     /// Whether the request may still be deferred, or was (see [`Context::defer`]): `OPEN`,
     /// `DEFERRED` or `CLOSED`, changed only by a compare-exchange from `OPEN` (and from
@@ -125,6 +130,7 @@ impl Context {
             peer_identity: None,
             deadline,
             metadata: boxed(metadata),
+            reply_metadata: Mutex::new(None),
             cancelled: AtomicBool::new(false),
             defer_state: AtomicU8::new(OPEN),
             deferral: Mutex::new(None),
@@ -158,6 +164,10 @@ impl Context {
                 i.deadline = deadline;
                 if !metadata.is_empty() || i.metadata.is_some() {
                     i.metadata = boxed(metadata);
+                }
+                let reply_md = i.reply_metadata.get_mut().unwrap_or_else(|e| e.into_inner());
+                if reply_md.is_some() {
+                    *reply_md = None;
                 }
                 *i.cancelled.get_mut() = false;
                 *i.defer_state.get_mut() = OPEN;
@@ -200,6 +210,10 @@ impl Context {
             }
             if i.metadata.is_some() {
                 i.metadata = None;
+            }
+            let reply_md = i.reply_metadata.get_mut().unwrap_or_else(|e| e.into_inner());
+            if reply_md.is_some() {
+                *reply_md = None;
             }
             SPARE.set(Some(inner));
         }
@@ -263,6 +277,37 @@ impl Context {
     pub fn metadata(&self) -> &Metadata {
         static NONE: Metadata = Metadata::EMPTY;
         self.inner.metadata.as_deref().unwrap_or(&NONE)
+    }
+
+    /// The metadata the reply to this request will carry, to add to: what a servant (or a
+    /// [`ServerInterceptor`](crate::ServerInterceptor), in either hook) wants the caller to
+    /// see beside the result, as service contexts of the reply. The caller reads them in its
+    /// [`ClientInterceptor::receive_reply`](crate::ClientInterceptor::receive_reply), through
+    /// [`ClientRequest::reply_metadata`](crate::ClientRequest::reply_metadata).
+    ///
+    /// Sent with any reply: a result, a user or a system exception (an interceptor's refusal
+    /// included), and a deferred one (what is added until the [`ReplyHandle`] answers). Not
+    /// for a oneway (no reply). Bounded as request metadata is: a caller drops reply metadata
+    /// with more than [`Metadata::MAX_ENTRIES`] entries or pairs.
+    ///
+    /// The returned guard holds a lock: let it go before calling this again (holding two at
+    /// once on one thread deadlocks). Nothing is allocated until something is added.
+    ///
+    /// ```
+    /// let ctx = protorb::Context::for_test("op");
+    /// ctx.reply_metadata_mut().insert_str("served-by", "replica-2");
+    /// assert_eq!(ctx.reply_metadata_mut().get_str("served-by"), Some("replica-2"));
+    /// ```
+    pub fn reply_metadata_mut(&self) -> ReplyMetadataMut<'_> {
+        ReplyMetadataMut {
+            guard: lock(&self.inner.reply_metadata),
+        }
+    }
+
+    /// Takes the reply's metadata, for the ORB to send (`None`: nothing was added; no
+    /// allocation).
+    pub(crate) fn take_reply_metadata(&self) -> Option<Box<Metadata>> {
+        lock(&self.inner.reply_metadata).take()
     }
 
     /// Whether the caller cancelled the request (CancelRequest, e.g. after its timeout), or
@@ -345,6 +390,34 @@ impl Context {
     /// servant's (a servant that could cancel its own request would only hide its reply).
     pub(crate) fn cancel(&self) {
         self.inner.cancelled.store(true, Ordering::Release);
+    }
+}
+
+/// Write access to the metadata of a request's reply ([`Context::reply_metadata_mut`]):
+/// dereferences to [`Metadata`]. Holds the context's lock while alive.
+pub struct ReplyMetadataMut<'a> {
+    guard: std::sync::MutexGuard<'a, Option<Box<Metadata>>>,
+}
+
+impl std::ops::Deref for ReplyMetadataMut<'_> {
+    type Target = Metadata;
+
+    fn deref(&self) -> &Metadata {
+        static NONE: Metadata = Metadata::EMPTY;
+        self.guard.as_deref().unwrap_or(&NONE)
+    }
+}
+
+impl std::ops::DerefMut for ReplyMetadataMut<'_> {
+    /// Allocates the metadata on first write access.
+    fn deref_mut(&mut self) -> &mut Metadata {
+        self.guard.get_or_insert_with(Box::default)
+    }
+}
+
+impl std::fmt::Debug for ReplyMetadataMut<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&**self, f)
     }
 }
 

@@ -161,6 +161,7 @@ impl ReplyFuture {
                 twoway: true,
                 // The proxy's metadata is ours already: it decodes.
                 metadata: Metadata::from_contexts(md).unwrap_or_default(),
+                reply_metadata: Metadata::new(),
             };
             for (ran, i) in chain.iter().enumerate() {
                 if let Err(e) = i.send_request(&mut request) {
@@ -304,6 +305,7 @@ impl Future for ReplyFuture {
                 target: &h.target,
                 twoway: true,
                 metadata: h.metadata,
+                reply_metadata: Metadata::new(),
             };
             let outcome = match &result {
                 Ok(_) => Outcome::Ok,

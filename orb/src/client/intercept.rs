@@ -29,6 +29,7 @@ impl OrbInner {
             target,
             twoway,
             metadata,
+            reply_metadata: Metadata::new(),
         };
         let mut ran = 0;
         let mut result = Ok(None);
@@ -48,6 +49,9 @@ impl OrbInner {
             };
             result = self.call_hops(target, operation, twoway, params, timeout);
         }
+        if let Ok(Some(reply)) = &result {
+            request.reply_metadata = reply_metadata(reply);
+        }
         let reply_exception;
         let outcome = match &result {
             Err(e) => Outcome::SystemException(e),
@@ -65,5 +69,18 @@ impl OrbInner {
             i.receive_reply(&request, outcome);
         }
         result
+    }
+}
+
+/// The metadata among a reply's service contexts; dropped (with a warning) if the server
+/// sent more than the bound or string pairs that do not decode: the call itself succeeded or
+/// failed on its own, and a hostile server gains nothing by failing it through its metadata.
+fn reply_metadata(reply: &Reply) -> Metadata {
+    match Metadata::from_contexts(&reply.header.service_context.0) {
+        Ok(md) => md,
+        Err(e) => {
+            tracing::warn!(error = %e, "reply metadata dropped");
+            Metadata::new()
+        }
     }
 }

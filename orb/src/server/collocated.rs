@@ -99,8 +99,9 @@ impl Collocated for OrbInner {
                 "collocated call `{operation}` ran past its deadline"
             )));
         }
+        let md = ctx.take_reply_metadata();
         ctx.recycle();
-        Ok(Some(local_reply(reply)))
+        Ok(Some(local_reply(reply, md.as_deref())))
     }
 }
 
@@ -155,7 +156,7 @@ struct CallerSink {
 }
 
 impl ReplySink for CallerSink {
-    fn send(self: Box<Self>, answer: Result<Bytes, Exception>, _ctx: &Context) {
+    fn send(self: Box<Self>, answer: Result<Bytes, Exception>, ctx: &Context) {
         let Some(orb) = OrbInner::upgrade(&self.orb) else {
             return;
         };
@@ -166,15 +167,17 @@ impl ReplySink for CallerSink {
             tracing::debug!("deferred collocated reply dropped: the caller gave up");
             return;
         }
-        let reply = local_reply(ReplyBody::from_result(answer));
+        let md = ctx.take_reply_metadata();
+        let reply = local_reply(ReplyBody::from_result(answer), md.as_deref());
         orb.lf.complete(&self.caller, Ok(Some(reply)), None, &*orb);
     }
 }
 
 /// A reply as the caller's side reads it from a connection, built without a frame: the
 /// status, a system exception's detail text (ERROR_TEXT, as `reply_parts` writes it) and the
-/// CDR body, aligned from its own start (a multiple of 8 from a GIOP header).
-fn local_reply(body: ReplyBody) -> Reply {
+/// CDR body, aligned from its own start (a multiple of 8 from a GIOP header); then the
+/// reply's metadata, if any.
+fn local_reply(body: ReplyBody, metadata: Option<&Metadata>) -> Reply {
     let status = match &body {
         ReplyBody::Octets(_) | ReplyBody::Bool(_) => ReplyStatus::NoException,
         ReplyBody::User(_) => ReplyStatus::UserException,
@@ -198,7 +201,7 @@ fn local_reply(body: ReplyBody) -> Reply {
             request_id: 0,
             status,
             // The detail text travels as over a connection (a panic's stays in the log).
-            service_context: crate::server::dispatch::error_text(&body),
+            service_context: crate::server::dispatch::reply_contexts(&body, metadata),
         },
         body: Body {
             bytes: buf.freeze(),

@@ -10,6 +10,7 @@ use crate::giop::{
     encode_system_exception, write_reply, Body, ErrorText, ReplyHeader, ReplyStatus,
     ServiceContextList, Version,
 };
+use crate::metadata::Metadata;
 use crate::orb::OrbInner;
 use crate::outbuf;
 use crate::servant::{Context, Discard, ReplySink};
@@ -116,7 +117,8 @@ impl OrbInner {
             if ctx.is_cancelled() {
                 tracing::debug!("reply dropped: request was cancelled");
             } else {
-                self.send_reply(&conn, version, request_id, body);
+                let md = ctx.take_reply_metadata();
+                self.send_reply(&conn, version, request_id, body, md.as_deref());
             }
             // Owed until sent: a shutdown that found it gone would send CloseConnection
             // ahead of the reply, and the caller would run the request again.
@@ -203,7 +205,9 @@ impl OrbInner {
                         .fetch_add(1, Ordering::Relaxed);
                     tracing::debug!("deferred reply dropped: the caller is gone");
                 } else {
-                    self.send_reply(&conn, version, request_id, ReplyBody::from_result(answer));
+                    let md = ctx.take_reply_metadata();
+                    let body = ReplyBody::from_result(answer);
+                    self.send_reply(&conn, version, request_id, body, md.as_deref());
                 }
                 conn.owed.finish(request_id);
                 self.dispatch_finished(&conn);
@@ -258,8 +262,9 @@ impl OrbInner {
         version: Version,
         request_id: u32,
         body: ReplyBody,
+        metadata: Option<&Metadata>,
     ) {
-        let parts = self.reply_parts(version, request_id, body);
+        let parts = self.reply_parts_with(version, request_id, body, metadata);
         let timeout = self.config.call_timeout;
         if let Err(e) = self.send_or_wait(conn, parts, || Instant::now() + timeout) {
             if e.kind == SystemExceptionKind::TIMEOUT {
@@ -275,6 +280,18 @@ impl OrbInner {
         version: Version,
         request_id: u32,
         body: ReplyBody,
+    ) -> [Bytes; 2] {
+        self.reply_parts_with(version, request_id, body, None)
+    }
+
+    /// [`reply_parts`](Self::reply_parts) with the servant's and interceptors' reply
+    /// metadata, if any, among the reply's service contexts.
+    pub(crate) fn reply_parts_with(
+        &self,
+        version: Version,
+        request_id: u32,
+        body: ReplyBody,
+        metadata: Option<&Metadata>,
     ) -> [Bytes; 2] {
         let too_big = match &body {
             ReplyBody::Octets(b) => b.len() > self.config.max_message_size,
@@ -298,7 +315,7 @@ impl OrbInner {
         let header = ReplyHeader {
             request_id,
             status,
-            service_context: error_text(&body),
+            service_context: reply_contexts(&body, metadata),
         };
         match &body {
             // A large result goes out from its own buffer (see `frame_parts`).
@@ -332,9 +349,13 @@ impl OrbInner {
 
 /// The service contexts of a reply: a system exception's detail text travels in an
 /// ERROR_TEXT context ([`ErrorText`]). A panic's message stays in the server's log: it may
-/// say things about the server the caller has no business reading.
-pub(super) fn error_text(body: &ReplyBody) -> ServiceContextList {
+/// say things about the server the caller has no business reading. Then the reply's
+/// `metadata` ([`Context::reply_metadata_mut`]), if any.
+pub(super) fn reply_contexts(body: &ReplyBody, metadata: Option<&Metadata>) -> ServiceContextList {
     let mut list = ServiceContextList::default();
+    if let Some(md) = metadata.filter(|md| !md.is_empty()) {
+        list.0.extend(md.to_contexts());
+    }
     if let ReplyBody::System(e) = body {
         let text = match e.detail() {
             _ if e.minor == minor::SERVANT_PANIC => Some("servant panicked (see the server's log)"),
