@@ -5,6 +5,7 @@ pub use crate::exception::{
     CompletionStatus, Exception, SystemException, SystemExceptionKind, UserException,
 };
 pub use crate::ior::ObjectRef;
+pub use crate::metadata::Metadata;
 pub use crate::orb::Orb;
 pub use crate::servant::{Context, Servant};
 pub use bytes::Bytes;

@@ -1,6 +1,7 @@
 //! The client stub: `{Service}Client` wraps an `ObjectProxy` and has one blocking method per
 //! operation (plus a `_with_timeout` variant, oneway operations included), and for two-way
-//! operations the asynchronous `_async` and `_async_with_timeout` ones.
+//! operations the asynchronous `_async` and `_async_with_timeout` ones; `with_metadata` gives
+//! a copy whose calls carry metadata (per call or per stub, as the caller keeps it).
 
 use super::{
     client_method_idents, deprecated_attr, docs_with, ident, naming_allows, rust_type, Names,
@@ -92,6 +93,18 @@ pub(super) fn client(service: &Service, names: &Names) -> TokenStream {
             /// The underlying proxy.
             pub fn proxy(&self) -> &::protorb::codegen::ObjectProxy {
                 &self.proxy
+            }
+
+            /// A copy of this stub whose calls carry `metadata` (as GIOP service contexts,
+            /// read by the servant with `Context::metadata`), in place of any this stub had.
+            /// Cheap (it clones the proxy): for metadata on one call only, call through the
+            /// copy, `client.with_metadata(md).op(req)`; to attach it to every call, keep the
+            /// copy.
+            #[must_use]
+            pub fn with_metadata(&self, metadata: ::protorb::codegen::Metadata) -> Self {
+                Self {
+                    proxy: self.proxy.clone().with_metadata(metadata),
+                }
             }
 
             #(#methods)*

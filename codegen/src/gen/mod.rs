@@ -253,6 +253,7 @@ pub(crate) const CLIENT_RESERVED: &[&str] = &[
     "narrow",
     "object_ref",
     "proxy",
+    "with_metadata",
     "clone",
 ];
 

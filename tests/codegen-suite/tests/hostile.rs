@@ -60,6 +60,9 @@ impl Hostile for H {
     fn r#fn(&self, _: &protorb::Context, _: Result) -> R<()> {
         Ok(())
     }
+    fn with_metadata(&self, _: &protorb::Context, req: Result) -> R<Result> {
+        Ok(req)
+    }
     fn from_parts(&self, _: &protorb::Context, req: Result) -> R<Result> {
         Ok(req)
     }
@@ -263,9 +266,12 @@ fn file_without_package() {
 
 #[test]
 fn client_method_names_avoid_the_clients_own() {
-    // Compile-time checks: the operations `New`, `Narrow` and `Clone` get an `_op` suffix on
-    // the client, so `HostileClient::new`/`narrow` and `Clone::clone` keep their meaning.
+    // Compile-time checks: the operations `New`, `Narrow`, `WithMetadata` and `Clone` get an
+    // `_op` suffix on the client, so `HostileClient::new`/`narrow`/`with_metadata` and
+    // `Clone::clone` keep their meaning.
     let _: fn(&HostileClient, Self_) -> R<Self_> = HostileClient::new_op;
+    let _: fn(&HostileClient, Result) -> R<Result> = HostileClient::with_metadata_op;
+    let _: fn(&HostileClient, protorb::Metadata) -> HostileClient = HostileClient::with_metadata;
     let _: fn(&HostileClient, ()) -> R<Result> = HostileClient::narrow_op;
     let _: fn(&HostileClient, Option) -> R<Exception> = HostileClient::clone_op;
     let _: fn(&HostileClient, Context) -> R<Result, HostileSelfError> = HostileClient::self_;
