@@ -208,6 +208,9 @@ pub mod minor {
     /// NO_PERMISSION: the reference needs TLS and this ORB has no
     /// [`TlsConfig`](crate::TlsConfig), or a rule refused the caller's identity.
     pub const TLS_REQUIRED: u32 = VENDOR | 19;
+    /// NO_PERMISSION: no rule of the server's [`AccessControl`](crate::AccessControl) allows
+    /// the caller this operation on this object.
+    pub const ACCESS_DENIED: u32 = VENDOR | 20;
 }
 
 /// A CORBA system exception: kind, minor code, completion status, and (locally only) a

@@ -152,6 +152,7 @@ macro_rules! wire_pub {
     };
 }
 
+mod access;
 mod adapter;
 pub mod cdr;
 mod client;
@@ -187,6 +188,7 @@ mod upcall;
 mod version;
 
 pub use crate::orb::{Orb, OrbBuilder};
+pub use access::{AccessControl, AccessRule};
 pub use client::ami::ReplyFuture;
 pub use client::proxy::ObjectProxy;
 pub use exception::{
