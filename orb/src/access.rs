@@ -311,7 +311,9 @@ mod tests {
         denied(acl.check(&ctx("_is_a", bob)));
         let carol = PeerIdentity::new("CN=carol", Some("carol".into()), vec![]);
         denied(acl.check(&ctx("Read", carol.clone())));
-        let everyone = acl.clone().allow(AccessRule::authenticated().operations(["Ping"]));
+        let everyone = acl
+            .clone()
+            .allow(AccessRule::authenticated().operations(["Ping"]));
         assert!(everyone.check(&ctx("Ping", carol)).is_ok());
         // Authenticated is not anonymous nor collocated.
         denied(everyone.check(&Context::for_test("Ping")));
@@ -330,7 +332,10 @@ mod tests {
             .allow(AccessRule::collocated())
             .check(&ctx)
             .is_ok());
-        assert!(AccessControl::new().allow(AccessRule::anyone()).check(&ctx).is_ok());
+        assert!(AccessControl::new()
+            .allow(AccessRule::anyone())
+            .check(&ctx)
+            .is_ok());
         let with_id = Context::for_test("op").with_peer_identity(alice());
         denied(
             AccessControl::new()

@@ -165,7 +165,10 @@ impl Context {
                 if !metadata.is_empty() || i.metadata.is_some() {
                     i.metadata = boxed(metadata);
                 }
-                let reply_md = i.reply_metadata.get_mut().unwrap_or_else(|e| e.into_inner());
+                let reply_md = i
+                    .reply_metadata
+                    .get_mut()
+                    .unwrap_or_else(|e| e.into_inner());
                 if reply_md.is_some() {
                     *reply_md = None;
                 }
@@ -211,7 +214,10 @@ impl Context {
             if i.metadata.is_some() {
                 i.metadata = None;
             }
-            let reply_md = i.reply_metadata.get_mut().unwrap_or_else(|e| e.into_inner());
+            let reply_md = i
+                .reply_metadata
+                .get_mut()
+                .unwrap_or_else(|e| e.into_inner());
             if reply_md.is_some() {
                 *reply_md = None;
             }
