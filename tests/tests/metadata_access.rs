@@ -233,7 +233,7 @@ fn generated_with_metadata_attaches_to_that_call_only() {
     let client_orb = Orb::builder().threads(0).no_listen().build().unwrap();
     let client = EchoClient::new(&client_orb, target);
     let req = || Payload {
-        data: b"x".to_vec().into(),
+        data: b"x".to_vec(),
         ..Default::default()
     };
     client.echo(req()).unwrap();
