@@ -125,7 +125,11 @@
 //! string pairs, carried as GIOP service contexts. Interceptors registered with
 //! [`OrbBuilder::client_interceptor`] and [`OrbBuilder::server_interceptor`] run around every
 //! call and every upcall ([`ClientInterceptor`] gives the order); [`TraceContext`] propagates
-//! a W3C `traceparent` through them.
+//! a W3C `traceparent` through them. Generated clients attach metadata to one call with
+//! `client.with_metadata(md).op(req)`. A reply carries metadata too: what the servant and the
+//! server interceptors add with [`Context::reply_metadata_mut`], read by client interceptors
+//! as [`ClientRequest::reply_metadata`]. [`AccessControl`] is a server interceptor that lets
+//! requests through by the caller's certificate identity ([`AccessRule`]), deny by default.
 //!
 //! # Stable API and the wire layer
 //!

@@ -1,6 +1,9 @@
 //! [`Metadata`]: the service contexts of a request that belong to the application, not to
-//! the ORB: what a caller attaches to a call ([`ObjectProxy::with_metadata`], a client
-//! interceptor) and a servant reads ([`Context::metadata`]).
+//! the ORB: what a caller attaches to a call ([`ObjectProxy::with_metadata`], a generated
+//! client's `with_metadata`, a client interceptor) and a servant reads
+//! ([`Context::metadata`]); and those of a reply, which the servant and server interceptors
+//! add ([`Context::reply_metadata_mut`]) and client interceptors read
+//! ([`ClientRequest::reply_metadata`]).
 //!
 //! On the wire each binary entry is one GIOP service context (its id, its bytes as they
 //! are); the string pairs travel together in one vendor context,
@@ -13,10 +16,13 @@
 //! Bounds: a request's metadata holds at most [`Metadata::MAX_ENTRIES`] binary entries and
 //! as many string pairs; a request over either is refused with BAD_PARAM (completed NO)
 //! before any servant or interceptor runs. Bytes are bounded by the maximum message size
-//! (the entries are slices of the received frame: nothing is copied).
+//! (the entries are slices of the received frame: nothing is copied). A reply's metadata has
+//! the same bounds; over them it is dropped (logged), not the call failed.
 //!
 //! [`ObjectProxy::with_metadata`]: crate::ObjectProxy::with_metadata
 //! [`Context::metadata`]: crate::Context::metadata
+//! [`Context::reply_metadata_mut`]: crate::Context::reply_metadata_mut
+//! [`ClientRequest::reply_metadata`]: crate::ClientRequest::reply_metadata
 
 use crate::cdr::{encapsulate, ByteOrder, CdrReader};
 use crate::exception::{minor, SystemException};

@@ -36,7 +36,8 @@ impl ObjectProxy {
     /// This proxy with `metadata` attached to every call it makes, in place of any it had
     /// (as GIOP service contexts; a servant reads them with
     /// [`Context::metadata`](crate::Context::metadata), client interceptors see and may add
-    /// to them). Encoded once, here.
+    /// to them). Encoded once, here. Cheap on a clone (`proxy.clone().with_metadata(md)`),
+    /// for metadata on one call only; generated clients have `with_metadata` for that.
     ///
     /// ```
     /// # use protorb::{Metadata, ObjectProxy, Orb};
