@@ -299,8 +299,9 @@ impl Context {
     /// for a oneway (no reply). Bounded as request metadata is: a caller drops reply metadata
     /// with more than [`Metadata::MAX_ENTRIES`] entries or pairs.
     ///
-    /// The returned guard holds a lock: let it go before calling this again (holding two at
-    /// once on one thread deadlocks). Nothing is allocated until something is added.
+    /// The returned guard holds a lock: let it go before calling this again, and before
+    /// answering a deferred request through a clone of the context (holding it then, on the
+    /// answering thread, deadlocks). Nothing is allocated until something is added.
     ///
     /// ```
     /// let ctx = protorb::Context::for_test("op");
@@ -532,6 +533,37 @@ mod tests {
             name.is_unique(),
             "the spare context keeps the peer's operation name alive"
         );
+    }
+
+    /// Reply metadata belongs to one request: a reused context starts without any, and
+    /// nothing is allocated for a request that adds none.
+    #[test]
+    fn reply_metadata_does_not_outlive_its_request() {
+        let upcall = |op: &str| {
+            Context::for_upcall(
+                op.into(),
+                Bytes::new(),
+                1,
+                None,
+                None,
+                None,
+                Metadata::default(),
+                &no_orb(),
+            )
+        };
+        let a = upcall("a");
+        assert!(a.reply_metadata_mut().is_empty());
+        assert!(a.take_reply_metadata().is_none(), "reading allocated");
+        a.reply_metadata_mut().insert_str("k", "v");
+        let addr = Arc::as_ptr(&a.inner);
+        a.recycle();
+        let b = upcall("b");
+        assert_eq!(Arc::as_ptr(&b.inner), addr, "the context was not reused");
+        assert!(b.reply_metadata_mut().is_empty(), "reply metadata leaked");
+        b.reply_metadata_mut().insert_str("k", "w");
+        let md = b.take_reply_metadata().expect("set");
+        assert_eq!(md.get_str("k"), Some("w"));
+        assert!(b.take_reply_metadata().is_none());
     }
 
     /// A context names its ORB weakly: a test context has none, and a context kept past

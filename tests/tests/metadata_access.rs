@@ -196,15 +196,18 @@ fn collocated_replies_carry_metadata_too() {
     let target = orb.activate("tagger", Tagger { runs: runs.clone() });
     let proxy = ObjectProxy::new(&orb, target);
     proxy.invoke("tag", Bytes::new(), None).unwrap();
+    // On the same thread, so through the same (reused) server context: nothing left over.
+    proxy.invoke("plain", Bytes::new(), None).unwrap();
     proxy.invoke("defer", Bytes::new(), None).unwrap();
     assert_eq!(
         take(&log),
         [
             "tag [0x41420009:2,by-interceptor=1,served-by=tagger]",
+            "plain [by-interceptor=1]",
             "defer [answered-by=thread,by-interceptor=1,deferred=yes]",
         ]
     );
-    assert_eq!(orb.stats().collocated_calls, 2);
+    assert_eq!(orb.stats().collocated_calls, 3);
     orb.shutdown();
 }
 
