@@ -75,7 +75,8 @@ impl OrbInner {
 /// The metadata among a reply's service contexts; dropped (with a warning) if the server
 /// sent more than the bound or string pairs that do not decode: the call itself succeeded or
 /// failed on its own, and a hostile server gains nothing by failing it through its metadata.
-fn reply_metadata(reply: &Reply) -> Metadata {
+/// (For `ami.rs` too, once asynchronous calls read reply metadata.)
+pub(super) fn reply_metadata(reply: &Reply) -> Metadata {
     match Metadata::from_contexts(&reply.header.service_context.0) {
         Ok(md) => md,
         Err(e) => {
