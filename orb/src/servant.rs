@@ -143,9 +143,6 @@ impl Context {
 
     /// [`new`](Self::new) for the ORB's upcalls: reuses this thread's spare context (see
     /// [`recycle`](Self::recycle)) instead of allocating one per request.
-    // One argument per field of the request: a struct for them would be built and taken
-    // apart again on every upcall.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn for_upcall(
         operation: ByteString,
         object_key: Bytes,
@@ -544,8 +541,7 @@ mod tests {
                 op.into(),
                 Bytes::new(),
                 1,
-                None,
-                None,
+                (None, None),
                 None,
                 Metadata::default(),
                 &no_orb(),

@@ -27,6 +27,12 @@ pub(crate) trait Source: Read + Sized {
     }
 }
 
+impl<S: Source> Source for &mut S {
+    fn read_large(&mut self, buf: &mut Vec<u8>, want: u64) -> io::Result<usize> {
+        (**self).read_large(buf, want)
+    }
+}
+
 /// The sans-I/O read side: bytes in, frames out.
 ///
 /// Invariants:
