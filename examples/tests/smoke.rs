@@ -110,6 +110,7 @@ const BANK_BACKEND: &str = env!("CARGO_BIN_EXE_bank-backend");
 const BANK_FRONTEND: &str = env!("CARGO_BIN_EXE_bank-frontend");
 const BANK_CLIENT: &str = env!("CARGO_BIN_EXE_bank-client");
 const ASYNC_ECHO: &str = env!("CARGO_BIN_EXE_async-echo");
+const SECURE_ECHO: &str = env!("CARGO_BIN_EXE_secure-echo");
 
 #[test]
 fn echo_client_calls_the_server_by_ior_and_by_corbaloc() {
@@ -431,4 +432,21 @@ fn bad_values_exit_with_status_2() {
         assert_eq!(r.status.code(), Some(2), "{exe} {args:?}");
         assert!(r.stderr.starts_with("error: "), "{}", r.stderr);
     }
+}
+
+#[test]
+fn secure_echo_lets_each_identity_call_what_the_rules_allow() {
+    let r = run(SECURE_ECHO, &[], Duration::from_secs(60));
+    assert!(r.status.success(), "{}", r.stderr);
+    assert!(
+        r.line("bob -> admin:") == "bob -> admin: refused: NO_PERMISSION",
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.line("verdict:")
+            .starts_with("verdict: OK alice may call both objects, bob only public, mallory none"),
+        "{}",
+        r.stdout
+    );
 }

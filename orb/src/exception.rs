@@ -211,6 +211,9 @@ pub mod minor {
     /// NO_PERMISSION: no rule of the server's [`AccessControl`](crate::AccessControl) allows
     /// the caller this operation on this object.
     pub const ACCESS_DENIED: u32 = VENDOR | 20;
+    /// NO_PERMISSION: the server's TLS refused our client certificate (missing, untrusted,
+    /// expired); the request was not processed.
+    pub const TLS_REFUSED: u32 = VENDOR | 21;
 }
 
 /// A CORBA system exception: kind, minor code, completion status, and (locally only) a

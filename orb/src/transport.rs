@@ -294,7 +294,9 @@ impl OrbInner {
             Err(e) => {
                 let detail = format!("write to {} failed: {e}", conn.peer);
                 self.close_connection(conn, CloseCause::Io(e.to_string()));
-                Err(SystemException::comm_failure(detail))
+                // Closed because the server's TLS refused our certificate: say so (nothing
+                // was processed), not that a write failed.
+                Err(tls_refusal(conn).unwrap_or_else(|| SystemException::comm_failure(detail)))
             }
         }
     }
@@ -428,7 +430,8 @@ impl OrbInner {
             }
         }
         conn.owed.cancel_all();
-        let exc = match &cause {
+        // The server's TLS refused our certificate: nothing we sent was processed.
+        let exc = tls_refusal(conn).unwrap_or_else(|| match &cause {
             _ if conn.is_connecting() => SystemException::transient(
                 minor::CONNECT_FAILED,
                 match &cause {
@@ -456,7 +459,7 @@ impl OrbInner {
             CloseCause::PeerMessageError => {
                 SystemException::comm_failure(format!("{} sent MessageError", conn.peer))
             }
-        };
+        });
         let mut waiters = conn.mux.close();
         waiters.extend(conn.take_drain_waiters().into_iter().map(Waiter::Thread));
         waiters.extend(conn.take_connect_waiters().into_iter().map(Waiter::Thread));
@@ -465,6 +468,20 @@ impl OrbInner {
             self.lf.complete_waiter(&w, Err(exc.clone()), None, self);
         }
     }
+}
+
+/// The exception for a connection whose peer refused our TLS certificate (its alert said so),
+/// if it did: NO_PERMISSION, completed NO.
+fn tls_refusal(conn: &Connection) -> Option<SystemException> {
+    let why = conn.stream().tls()?.refusal()?;
+    Some(
+        SystemException::new(
+            SystemExceptionKind::NO_PERMISSION,
+            minor::TLS_REFUSED,
+            CompletionStatus::No,
+        )
+        .with_detail(format!("{} refused our TLS certificate: {why}", conn.peer)),
+    )
 }
 
 /// While alive, the innermost upcall on this thread does not count against its connection's

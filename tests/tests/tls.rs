@@ -193,14 +193,11 @@ fn an_untrusted_or_expired_client_certificate_is_refused() {
             panic!("{name}: a system exception, got {err}")
         };
         // TLS 1.3 ends the client's handshake before the server has checked the client's
-        // certificate: the refusal arrives as an alert on a connection that looked open.
-        assert!(
-            matches!(
-                e.kind,
-                SystemExceptionKind::TRANSIENT | SystemExceptionKind::COMM_FAILURE
-            ),
-            "{name}: {e}"
-        );
+        // certificate: the refusal arrives as an alert, which the caller sees as
+        // NO_PERMISSION, completed NO.
+        assert_eq!(e.kind, SystemExceptionKind::NO_PERMISSION, "{name}: {e}");
+        assert_eq!(e.minor, protorb::minor::TLS_REFUSED, "{name}: {e}");
+        assert_eq!(e.completed, protorb::CompletionStatus::No, "{name}: {e}");
         // At least one refused handshake (the client may resend on a fresh connection when
         // its write finds the connection already closed, before any reply).
         eventually(&format!("{name}: the server counts the failure"), || {

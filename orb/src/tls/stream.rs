@@ -36,6 +36,24 @@ pub(crate) struct TlsStream {
     handshaking: AtomicBool,
     started: Instant,
     identity: OnceLock<Option<Arc<PeerIdentity>>>,
+    /// The peer's alert, if it refused our certificate (see [`TlsStream::refusal`]).
+    refused: OnceLock<String>,
+}
+
+/// Whether an alert from the peer says it refused our certificate (or our lack of one).
+fn refuses_our_certificate(alert: rustls::AlertDescription) -> bool {
+    use rustls::AlertDescription as A;
+    matches!(
+        alert,
+        A::CertificateRequired
+            | A::BadCertificate
+            | A::UnsupportedCertificate
+            | A::CertificateRevoked
+            | A::CertificateExpired
+            | A::CertificateUnknown
+            | A::UnknownCA
+            | A::AccessDenied
+    )
 }
 
 /// Where a handshake stands after [`TlsStream::drive_handshake`].
@@ -78,7 +96,15 @@ impl TlsStream {
             handshaking: AtomicBool::new(true),
             started: Instant::now(),
             identity: OnceLock::new(),
+            refused: OnceLock::new(),
         }
+    }
+
+    /// The peer's alert if it refused our certificate (under TLS 1.3 a server checks the
+    /// client's certificate after the client's handshake is done, so the refusal arrives as
+    /// an alert on a connection that looked open): what its callers are told.
+    pub(crate) fn refusal(&self) -> Option<&str> {
+        self.refused.get().map(String::as_str)
     }
 
     /// The socket, for what only a socket does (registration, options, shutdown).
@@ -139,6 +165,11 @@ impl TlsStream {
     /// updates, tickets) as far as the socket takes it.
     fn process(&self, s: &mut rustls::Connection) -> io::Result<()> {
         if let Err(e) = s.process_new_packets() {
+            if let rustls::Error::AlertReceived(alert) = &e {
+                if refuses_our_certificate(*alert) {
+                    let _ = self.refused.set(format!("{e}"));
+                }
+            }
             // The alert that says why, if the socket takes it.
             let _ = s.write_tls(&mut &self.sock);
             return Err(io::Error::new(
