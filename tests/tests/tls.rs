@@ -383,3 +383,60 @@ fn large_messages_both_ways_over_tls_arrive_whole() {
     client.shutdown();
     server.shutdown();
 }
+
+/// A TLS ORB whose certificate (for `cn`, also valid for 127.0.0.1, so others can call its
+/// objects back) is signed by `pki`'s CA.
+fn tls_peer(pki: &Pki, files: &Files, cn: &str, threads: usize) -> Orb {
+    let pem = pki.ca.leaf(cn, &["127.0.0.1", "localhost"]);
+    let cert = files.write(&format!("{cn}.pem"), &pem.cert);
+    let key = files.write(&format!("{cn}.key"), &pem.key);
+    let tls = protorb::TlsConfig::new()
+        .identity_pem(&cert, &key)
+        .unwrap()
+        .roots_pem(&pki.ca_pem)
+        .unwrap();
+    Orb::builder().threads(threads).tls(tls).build().unwrap()
+}
+
+/// A (as `cn`) calls B, which accepts BiDir from `alice` only and calls A back with the
+/// reference A sent; returns (A opened, A accepted, B opened, B accepted).
+fn bidir_over_tls(cn: &str) -> (u64, u64, u64, u64) {
+    use orb_tests::activate_node;
+    let pki = Pki::new("unused");
+    let files = Files::new();
+    let a = tls_peer(&pki, &files, cn, 0);
+    let b = Orb::builder()
+        .threads(1)
+        .tls(pki.server_tls())
+        .bidir_accept(true)
+        .bidir_allow(|id| id.has_name("alice"))
+        .build()
+        .unwrap();
+    let a_ref = activate_node(&a, "A");
+    let b_ref = activate_node(&b, "B");
+    let reply = NodeClient::new(&a, b_ref)
+        .ping(PingRequest {
+            depth: 6,
+            peer: Some(a_ref),
+            sleep_micros: 0,
+        })
+        .expect("nested calls over TLS");
+    assert_eq!(reply.depth_reached, 6);
+    let (sa, sb) = (a.stats(), b.stats());
+    a.shutdown();
+    b.shutdown();
+    (
+        sa.connections_opened,
+        sa.connections_accepted,
+        sb.connections_opened,
+        sb.connections_accepted,
+    )
+}
+
+#[test]
+fn bidir_over_tls_is_accepted_only_from_an_allowed_identity() {
+    // alice is allowed: B calls her back over the connection she opened.
+    assert_eq!(bidir_over_tls("alice"), (1, 0, 0, 1));
+    // bob is authenticated but not allowed: B opens a TLS connection of its own to him.
+    assert_eq!(bidir_over_tls("bob"), (1, 1, 1, 1));
+}
