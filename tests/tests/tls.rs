@@ -440,3 +440,67 @@ fn bidir_over_tls_is_accepted_only_from_an_allowed_identity() {
     // bob is authenticated but not allowed: B opens a TLS connection of its own to him.
     assert_eq!(bidir_over_tls("bob"), (1, 1, 1, 1));
 }
+
+#[test]
+fn a_client_that_renegotiates_is_refused_without_disturbing_others() {
+    // openssl's s_client renegotiates a TLS 1.2 session on an "R" line; rustls never
+    // renegotiates. CI installs openssl (.ci/run); elsewhere the test skips without it.
+    if std::process::Command::new("openssl")
+        .arg("version")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var_os("ORB_INTEROP_REQUIRED").is_none(),
+            "openssl is required here"
+        );
+        eprintln!("skipped: no openssl command");
+        return;
+    }
+    let pki = Pki::new("alice");
+    let server = tls_server(&pki);
+    let (_s, echo_ref) = activate_echo(&server);
+    let addr = tls_addr(&echo_ref);
+    let mut s_client = std::process::Command::new("openssl")
+        .args(["s_client", "-tls1_2", "-connect", &addr.to_string()])
+        .arg("-CAfile")
+        .arg(&pki.ca_pem)
+        .arg("-cert")
+        .arg(&pki.client.0)
+        .arg("-key")
+        .arg(&pki.client.1)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("openssl s_client");
+    eventually("s_client's handshake", || {
+        server.stats().tls_handshakes == 1
+    });
+    let mut stdin = s_client.stdin.take().expect("stdin");
+    stdin.write_all(b"R\n").expect("ask for renegotiation");
+    stdin.flush().expect("flush");
+
+    // Others go on being served while that peer tries.
+    let client = Orb::builder().tls(pki.client_tls()).build().unwrap();
+    let echo = EchoClient::new(&client, echo_ref);
+    for c in 0..50 {
+        let (_, r) = timed_echo(&echo, 2, c, 32, Duration::from_secs(20));
+        r.expect("others are served");
+    }
+    drop(stdin);
+    // s_client ends when its input does (or when the server closed the connection on the
+    // renegotiation attempt); either way it must end, and nothing was renegotiated.
+    let out = s_client.wait_with_output().expect("s_client ends");
+    let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("RENEGOTIATING"), "s_client asked: {text}");
+    // The server answered the new ClientHello with a no_renegotiation alert.
+    assert!(text.contains("no renegotiation"), "refused: {text}");
+    assert_eq!(
+        server.stats().tls_handshakes,
+        2,
+        "s_client's one handshake and the ORB client's; no second one for s_client"
+    );
+    client.shutdown();
+    server.shutdown();
+}
