@@ -123,10 +123,16 @@ fn oops(n: usize) -> Outcome {
     }
 }
 
-/// Whether `e` is how a refused or broken connection should surface.
+/// Whether `e` is how a refused or broken connection should surface: TRANSIENT or
+/// COMM_FAILURE, or NO_PERMISSION (minor TLS_REFUSED, completed NO) when the server's alert
+/// said it refused our certificate.
 fn is_connection_failure(e: &Exception) -> bool {
     matches!(e, Exception::System(s)
-        if s.kind == SystemExceptionKind::TRANSIENT || s.kind == SystemExceptionKind::COMM_FAILURE)
+        if s.kind == SystemExceptionKind::TRANSIENT
+            || s.kind == SystemExceptionKind::COMM_FAILURE
+            || (s.kind == SystemExceptionKind::NO_PERMISSION
+                && s.minor == protorb::minor::TLS_REFUSED
+                && s.completed == protorb::CompletionStatus::No))
 }
 
 #[test]
