@@ -129,6 +129,10 @@ impl OrbInner {
     /// done; closes the connection if either failed (its waiters then see TRANSIENT
     /// completed NO). Never blocks: a handshake only reads and writes what the socket has.
     pub(crate) fn finish_connect(&self, c: &Arc<Connection>) -> bool {
+        if c.is_closed() {
+            // An event polled before its close: nothing to move on (nor to count twice).
+            return false;
+        }
         if c.is_connecting() && !c.tcp_connected() {
             let failed = match c.socket().take_error() {
                 Ok(None) => match c.socket().peer_addr() {
@@ -472,7 +476,7 @@ impl OrbInner {
 
 /// The exception for a connection whose peer refused our TLS certificate (its alert said so),
 /// if it did: NO_PERMISSION, completed NO.
-fn tls_refusal(conn: &Connection) -> Option<SystemException> {
+pub(crate) fn tls_refusal(conn: &Connection) -> Option<SystemException> {
     let why = conn.stream().tls()?.refusal()?;
     Some(
         SystemException::new(

@@ -198,11 +198,13 @@ fn an_untrusted_or_expired_client_certificate_is_refused() {
         assert_eq!(e.kind, SystemExceptionKind::NO_PERMISSION, "{name}: {e}");
         assert_eq!(e.minor, protorb::minor::TLS_REFUSED, "{name}: {e}");
         assert_eq!(e.completed, protorb::CompletionStatus::No, "{name}: {e}");
-        // At least one refused handshake (the client may resend on a fresh connection when
-        // its write finds the connection already closed, before any reply).
+        // One refused handshake: the refusal is final, so the call is not resent on a new
+        // connection.
         eventually(&format!("{name}: the server counts the failure"), || {
             server.stats().tls_handshake_failures > before
         });
+        assert_eq!(client.stats().connections_opened, 1, "{name}: not resent");
+        assert_eq!(server.stats().tls_handshake_failures, before + 1, "{name}");
         client.shutdown();
     }
     assert_eq!(server.stats().tls_handshakes, 0);

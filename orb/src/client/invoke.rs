@@ -478,6 +478,11 @@ impl OrbInner {
             }
             // Registered before the request is written: the reply can arrive first.
             if conn.mux.register(request_id, w).is_err() {
+                if let Some(refused) = crate::transport::tls_refusal(&conn) {
+                    // Closed because the server's TLS refused our certificate: another
+                    // connection would be refused too.
+                    return Err(refused);
+                }
                 // Closed since we picked it: nothing was sent, so it is resent on a new
                 // connection, as after a CloseConnection (see `call_with`).
                 return Err(SystemException::new(
