@@ -148,6 +148,7 @@ impl Context {
 
     /// [`new`](Self::new) for the ORB's upcalls: reuses this thread's spare context (see
     /// [`recycle`](Self::recycle)) instead of allocating one per request.
+    #[inline]
     pub(crate) fn for_upcall(
         operation: ByteString,
         object_key: Bytes,
@@ -207,6 +208,7 @@ impl Context {
     /// holds it (a servant may keep a clone; then it is simply dropped). The peer's bytes are
     /// let go first: the object key and the operation name are slices of the received frame,
     /// which a spare would otherwise keep until the thread's next upcall.
+    #[inline]
     pub(crate) fn recycle(self) {
         let mut inner = self.inner;
         if let Some(i) = Arc::get_mut(&mut inner) {

@@ -188,6 +188,7 @@ pub(crate) struct Serving {
 impl Serving {
     /// Enters an upcall from `conn` (`None`: a collocated call) with `deadline` and
     /// `chain`; returns the guard and the depth before it (0: not nested).
+    #[inline]
     pub(crate) fn enter(
         conn: Option<&Arc<Connection>>,
         deadline: Option<Instant>,

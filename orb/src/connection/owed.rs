@@ -32,6 +32,7 @@ impl Owed {
     }
 
     /// Its reply was sent (or dropped because it was cancelled): nothing is owed for it.
+    #[inline]
     pub(crate) fn finish(&self, request_id: u32) {
         lock(&self.map).remove(&request_id);
     }
