@@ -187,6 +187,8 @@ mod stream;
 mod sync;
 mod timers;
 mod tls;
+#[cfg(feature = "tokio")]
+pub mod tokio;
 mod transport;
 mod upcall;
 mod version;
@@ -210,6 +212,7 @@ pub use rustls;
 pub use servant::{
     Context, ReplyHandle, ReplyMetadataMut, Servant, TypedReplyHandle, OBJECT_REPOSITORY_ID,
 };
+pub use server::turn::Turn;
 pub use stats::OrbStats;
 pub use tls::TlsConfig;
 pub use version::Version;

@@ -96,6 +96,9 @@ pub(crate) struct Reactor<E> {
     slots: Mutex<(Slab<Slot<E>>, u32)>,
     ready: Queue<E>,
     standby: Standby,
+    /// The last poll filled its `Events` buffer: more events may be waiting in the poll set,
+    /// which (edge-triggered) announces them no more. Written by the poll's holder.
+    full: std::sync::atomic::AtomicBool,
 }
 
 /// The standby's poll set (see the module docs).
@@ -142,6 +145,7 @@ impl<E: Clone> Reactor<E> {
             slots: Mutex::new((Slab::new(), 0)),
             ready: Queue::default(),
             standby,
+            full: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -181,6 +185,19 @@ impl<E: Clone> Reactor<E> {
             tracing::warn!(error = %e, on, "cannot arm or disarm the standby");
         }
         r.is_ok()
+    }
+
+    /// Whether the last poll may have left events in the poll set (it filled its buffer).
+    pub(crate) fn poll_was_full(&self) -> bool {
+        self.full.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The poll set's file descriptor: readable while it holds events (an epoll fd is), so
+    /// an event loop outside the ORB can wait for it (`Orb::event_fd`). A duplicate of the
+    /// poll's own, held by the registry.
+    pub(crate) fn event_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.registry.as_fd()
     }
 
     /// Whether entries wait on the ready list.
@@ -358,6 +375,10 @@ impl<E: Clone> Reactor<E> {
             Err(e) => return Err(e),
         }
         let (mut n, mut woken) = (0, false);
+        let full = events.iter().count() >= events.capacity();
+        if full || self.full.load(std::sync::atomic::Ordering::Relaxed) {
+            self.full.store(full, std::sync::atomic::Ordering::Relaxed);
+        }
         for ev in events.iter() {
             if ev.token() == WAKER {
                 woken = true;

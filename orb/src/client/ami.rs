@@ -228,11 +228,15 @@ impl OrbInner {
             Some(Waiter::Task(slot.clone())),
         )?;
         let entry = (sent.conn.clone(), sent.request_id, sent.version);
-        let (timer, nearest) = self.call_deadlines.insert(call.deadline, entry);
-        if nearest {
+        let (timer, nearer) = self.call_deadlines.insert(call.deadline, entry);
+        if nearer.pollers {
             // The leader may be polling with a later timeout, or nobody may be leading with
-            // the standby armed: either way the wake-up makes a leader look at the timers.
+            // the standby waiting: either way the wake-up makes a leader look at the timers.
             self.reactor.wake();
+        }
+        if let Some(driver) = nearer.driver {
+            // An event-loop driver (`Orb::turn`) sleeps until a later time.
+            driver.wake();
         }
         Ok((sent, slot, timer))
     }

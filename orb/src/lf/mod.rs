@@ -231,6 +231,10 @@ enum Wake {
     Nobody,
     Follower(Arc<Participant>),
     Standby,
+    /// Nobody to promote, but work waits that no readiness event will announce: the event
+    /// loop's own wake-up announces it, to whoever polls next (a driver of `Orb::turn`
+    /// waiting on the event loop's fd, or the next thread to lead).
+    EventLoop,
 }
 
 impl State {
@@ -265,6 +269,7 @@ fn notify<D: Driver>(w: Wake, driver: &D) {
         Wake::Nobody => {}
         Wake::Follower(p) => p.cv.notify_one(),
         Wake::Standby => driver.wake_standby(),
+        Wake::EventLoop => driver.wake_leader(),
     }
 }
 
@@ -484,8 +489,55 @@ impl Lf {
                 driver.count_promotion();
                 Wake::Follower(next)
             }
+            // A bound leader that leaves with its reply may leave frames of others on the
+            // ready list; with no thread to take over, a driver (`Orb::turn`) that found the
+            // role taken a moment ago must hear of them.
+            None if driver.has_pending_work() => Wake::EventLoop,
             None => Wake::Nobody,
         }
+    }
+
+    /// Takes the leader role for `p` if it is vacant, without waiting (an event-loop driver's
+    /// turn: `Orb::turn`): false if another participant leads or the pool is shut down. As a
+    /// joining participant that finds the role vacant, it disarms the standby.
+    pub(crate) fn try_lead<D: Driver>(&self, p: &Participant, driver: &D) -> bool {
+        let retick = {
+            let mut st = lock(&self.state);
+            if st.shutdown || st.leader.is_some() {
+                return false;
+            }
+            self.disarm(&mut st, driver);
+            st.leader = Some(p.id);
+            self.clear_vacancy(&mut st);
+            self.retick(&mut st)
+        };
+        if retick {
+            driver.wake_standby();
+        }
+        true
+    }
+
+    /// Gives up the role taken with [`try_lead`](Self::try_lead): before an upcall
+    /// (`for_upcall`), as a leader leaving for one does; or for good, passing on a vacant
+    /// role too (this thread may have left it vacant for an upcall). The successor is the
+    /// standby (armed, if nothing is pending), a follower, or nobody (then the next
+    /// participant, or the next turn, takes it).
+    pub(crate) fn leave<D: Driver>(&self, p: &Participant, driver: &D, for_upcall: bool) {
+        let next = {
+            let mut st = lock(&self.state);
+            if st.leader == Some(p.id) {
+                if for_upcall {
+                    self.promote_for_upcall(&mut st, driver)
+                } else {
+                    self.promote_locked(&mut st, driver, true)
+                }
+            } else if st.leader.is_none() && !for_upcall && !st.shutdown {
+                self.promote_locked(&mut st, driver, true)
+            } else {
+                Wake::Nobody
+            }
+        };
+        notify(next, driver);
     }
 
     /// Gives up leadership (if `p` holds it) before running user code.

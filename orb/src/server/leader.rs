@@ -91,6 +91,9 @@ impl Driver for OrbInner {
         // (the role may be vacant with this standby armed): wake in time to take the role.
         // At least a millisecond: a deadline just due is the leader's to fire if there is
         // one, and the standby must not spin until it has.
+        // Counted before the deadlines are read: an asynchronous call made meanwhile with
+        // an earlier deadline then wakes this thread (`timers::Deadlines`).
+        let _watching = self.call_deadlines.watch();
         let timeout = match self.call_deadlines.next_due() {
             Some(d) => {
                 let left = d
@@ -195,6 +198,8 @@ impl OrbInner {
             if polled || self.lf.is_shutdown() {
                 return Lead::Idle;
             }
+            // As in `wait_standby`: counted before the timers are read, until the poll ends.
+            let watching = self.call_deadlines.watch();
             let timeout = self.poll_timeout(deadline);
             match self
                 .reactor
@@ -206,6 +211,7 @@ impl OrbInner {
                     std::thread::sleep(Duration::from_millis(1));
                 }
             }
+            drop(watching);
             polled = true;
         }
     }

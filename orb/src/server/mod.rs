@@ -12,6 +12,9 @@
 //!   on the calling thread without a socket (the client hands it over through
 //!   [`Collocated`](crate::upcall::Collocated)).
 //!
+//! - [`turn`]: one non-blocking turn of the leader's work, for an application that drives the
+//!   event loop from its own runtime (`Orb::turn`).
+//!
 //! Beside them, [`housekeeping`]: what the leader does apart from messages (accepting, the idle
 //! sweep, the accept retry).
 //!
@@ -24,3 +27,4 @@ pub(crate) mod dispatch;
 mod housekeeping;
 mod intercept;
 pub(crate) mod leader;
+pub(crate) mod turn;

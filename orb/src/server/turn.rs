@@ -1,0 +1,189 @@
+//! One non-blocking turn of the event loop, for an application that drives the ORB from its
+//! own event loop (an async runtime's thread) instead of, or beside, the ORB's pool threads.
+//!
+//! Why: an asynchronous call's reply is otherwise read by a pool thread, which then wakes the
+//! task's thread: two thread wake-ups per reply where a blocking call, whose thread leads the
+//! event loop and reads its own reply, has one. A driver waits for the event loop's fd
+//! ([`Orb::event_fd`](crate::Orb::event_fd)) in its runtime and calls
+//! [`Orb::turn`](crate::Orb::turn) when it is readable: the thread the socket wakes is then
+//! the one that awaits the reply.
+//!
+//! A turn is a Leader/Followers participant that never waits: it takes the leader role only
+//! if it is vacant (`Lf::try_lead`), leads with a zero poll timeout exactly as a pool
+//! thread's leader would (replies to their waiters, requests to upcalls, accepts, flushes,
+//! due timers), and gives the role back (`Lf::leave`), promoting a follower or arming the
+//! standby as a leaving leader does. An upcall it meets runs on the turn's thread, after the
+//! role has been given up (as on a pool thread), and the turn goes on afterwards.
+//!
+//! Nothing is lost to the edge-triggered nesting (the ORB's epoll set inside the runtime's):
+//! a turn polls until the poll set has nothing more (a poll that fills its buffer is
+//! followed by another) and the ready list is empty, or stops at its budget and says so
+//! ([`Turn::more`]); the driver clears its readiness only after a turn that did not stop
+//! early. A turn that finds the role taken returns at once: the leader polls before it
+//! waits, so it sees what woke the driver, and a leader that leaves work on the ready list
+//! with nobody to promote wakes the event loop (`lf`'s `Wake::EventLoop`), which wakes the
+//! driver again.
+
+use crate::lf::{Driver, Lead, Participant};
+use crate::orb::{Orb, OrbInner};
+use std::time::Instant;
+
+/// Rounds of leading one turn does at most (a round: the ready list and one poll, or one
+/// upcall) before it hands control back to its caller's runtime with [`Turn::more`] set.
+const ROUNDS: usize = 16;
+
+/// What one [`Orb::turn`](crate::Orb::turn) did, and when the ORB next needs one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Turn {
+    led: bool,
+    more: bool,
+    next_timer: Option<Instant>,
+    shut_down: bool,
+}
+
+impl Turn {
+    /// Whether this turn led the event loop. False: another thread was leading (a pool
+    /// thread, a thread blocked in a call) and handles what is ready, or the ORB is shut
+    /// down.
+    pub fn led(&self) -> bool {
+        self.led
+    }
+
+    /// Whether the turn stopped at its budget with work left that the event fd may not
+    /// announce again: turn again soon (after letting other tasks run), without waiting for
+    /// the fd to become readable, and keep its readiness.
+    pub fn more(&self) -> bool {
+        self.more
+    }
+
+    /// When the ORB's next timer is due (an asynchronous call's deadline, the idle sweep, an
+    /// accept retry): turn again then at the latest, even if the fd stays quiet. `None`: no
+    /// timer is set.
+    pub fn next_timer(&self) -> Option<Instant> {
+        self.next_timer
+    }
+
+    /// Whether the ORB is shut down: no turn will do anything any more.
+    pub fn is_shut_down(&self) -> bool {
+        self.shut_down
+    }
+}
+
+impl Orb {
+    /// The event loop's file descriptor, for an application that drives the ORB from its own
+    /// event loop with [`Orb::turn`]: it is readable (level: while; edge: whenever one is
+    /// added) when the ORB's poll set holds events. On Linux it is the ORB's epoll fd (a
+    /// duplicate the ORB owns): register it for readability only, in an edge- or
+    /// level-triggered poller, and never read it.
+    ///
+    /// A driver loop, in outline (the `tokio` feature's
+    /// [`protorb::tokio::drive`](crate::tokio::drive) is one):
+    ///
+    /// 1. Wait until the fd is readable, or until the last turn's
+    ///    [`next_timer`](Turn::next_timer), or until the waker given to
+    ///    [`watch_timers`](Self::watch_timers) is woken.
+    /// 2. Call [`turn`](Self::turn). If it says [`more`](Turn::more), turn again soon (keep
+    ///    the fd's readiness); otherwise clear the readiness (an edge-triggered poller needs
+    ///    nothing) and go to 1.
+    pub fn event_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.inner.reactor.event_fd()
+    }
+
+    /// One turn of the ORB's event loop on the calling thread, without blocking: if no other
+    /// thread leads the event loop (the Leader/Followers leader role is vacant), it takes the
+    /// role, handles whatever is ready exactly as a pool thread's leader would, and gives the
+    /// role back; otherwise it returns at once (the leading thread handles it).
+    ///
+    /// What a turn handles: replies (each to its waiting thread, or to its
+    /// [`ReplyFuture`](crate::ReplyFuture), whose task is woken), incoming requests,
+    /// accepts, queued writes, closed connections, and the timers that are due (asynchronous
+    /// calls past their deadline, the idle sweep). It stops when nothing more is ready, or
+    /// at a budget ([`Turn::more`]).
+    ///
+    /// **Where upcalls run.** An incoming request met by a turn is run on the turn's thread
+    /// (after the leader role is given up, so other threads can lead meanwhile), before
+    /// `turn` returns: on an async runtime, servant code runs on the runtime's thread and
+    /// holds it up as long as it runs. A nested blocking call made by that servant is
+    /// served as any blocking call (its thread leads the event loop while it waits).
+    ///
+    /// With `threads(0)` and a driver calling this, the thread that awaits a reply is the
+    /// one woken by its socket: one thread wake-up per reply, as in a blocking call. With
+    /// pool threads too, they and the turns compete for the role; nothing is lost either
+    /// way. Calling it concurrently from several threads is allowed (one of them leads).
+    pub fn turn(&self) -> Turn {
+        self.inner.turn()
+    }
+
+    /// For a driver of [`turn`](Self::turn): registers `waker` to be woken (once; register
+    /// again after each wake-up or turn) when a timer is set that is due before the time
+    /// returned, which is when the ORB's next timer is due now (`None`: none is set). A
+    /// driver sleeping until that time then hears of an asynchronous call made meanwhile
+    /// with an earlier deadline. Only one waker is kept: the last registered.
+    pub fn watch_timers(&self, waker: &std::task::Waker) -> Option<std::time::Instant> {
+        let inner = &*self.inner;
+        inner
+            .call_deadlines
+            .watch_with(waker, || inner.next_timer())
+    }
+}
+
+impl OrbInner {
+    /// [`Orb::turn`](crate::Orb::turn).
+    pub(crate) fn turn(&self) -> Turn {
+        let p = Participant::unbound();
+        let (mut led, mut more, mut rounds) = (false, false, 0);
+        // Whether this turn holds the role, or left it vacant for an upcall (and must pass
+        // it on if it does not take it back).
+        let (mut holding, mut vacated) = (false, false);
+        loop {
+            if !holding {
+                if !self.lf.try_lead(&p, self) {
+                    break;
+                }
+                (holding, vacated, led) = (true, false, true);
+            }
+            rounds += 1;
+            // A deadline of now: the poll does not wait (timers that are due run first).
+            match self.lead(&p, Some(Instant::now())) {
+                Lead::Upcall(u) => {
+                    // Here as on a pool thread: a successor first, then user code.
+                    self.lf.leave(&p, self, true);
+                    (holding, vacated) = (false, true);
+                    self.upcall(u);
+                    if rounds >= ROUNDS {
+                        more = true;
+                        break;
+                    }
+                }
+                Lead::Idle | Lead::StepDown => {
+                    let left = self.reactor.has_ready()
+                        || self.reactor.poll_was_full()
+                        || self.upcalls.has_parked();
+                    if !left || rounds >= ROUNDS {
+                        more = left;
+                        break;
+                    }
+                }
+            }
+        }
+        if holding || vacated {
+            // As a leaving leader: the standby (armed), a follower, or nobody.
+            self.lf.leave(&p, self, false);
+        }
+        let shut_down = self.lf.is_shutdown();
+        Turn {
+            led,
+            more: more && !shut_down,
+            next_timer: if shut_down { None } else { self.next_timer() },
+            shut_down,
+        }
+    }
+
+    /// When the leader's next timer is due, if one is set.
+    pub(crate) fn next_timer(&self) -> Option<Instant> {
+        match (self.housekeeping.next_due(), self.call_deadlines.next_due()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! Driving the event loop from the application's runtime (`Orb::turn`, `Orb::event_fd`,
+//! `protorb::tokio::drive`): with `threads(0)` nothing but the driver reads the replies, so
+//! every test here hangs (and its guard fails it) if a turn loses an event, a wake-up or a
+//! timer. Replies carry payloads derived from their call, so a mix-up fails too.
+//!
+//! No assertion depends on timing: the timeouts are hang guards, far above what any step
+//! needs on a loaded machine.
+
+use futures::future::join_all;
+use orb_tests::orbtest::*;
+use orb_tests::{activate_echo, activate_node, payload};
+use protorb::{Orb, SystemExceptionKind};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Runs `f` on a thread of its own and fails the test if it does not finish in `secs`.
+fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    let t = std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(Duration::from_secs(secs)) {
+        Ok(v) => {
+            t.join().unwrap();
+            v
+        }
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            std::panic::resume_unwind(t.join().unwrap_err())
+        }
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("hung for {secs} s"),
+    }
+}
+
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn msg(thread: u32, call: u32) -> Payload {
+    Payload {
+        thread,
+        call,
+        data: payload(thread, call, (call as usize * 37) % 3000),
+    }
+}
+
+/// Many futures in flight on one connection, from several tasks of a current-thread
+/// runtime, with the client ORB's event loop driven only by the driver task: every reply
+/// reaches its own future.
+#[test]
+fn many_futures_driven_only_by_the_driver() {
+    let server = Orb::builder().threads(2).build().unwrap();
+    let (_, r) = activate_echo(&server);
+    let client = Orb::builder().threads(0).no_listen().build().unwrap();
+    let stub = EchoClient::new(&client, r);
+    let c = client.clone();
+    within(120, move || {
+        current_thread().block_on(async move {
+            let driver = tokio::spawn(protorb::tokio::drive(c.clone()));
+            let tasks: Vec<_> = (0..8u32)
+                .map(|t| {
+                    let stub = stub.clone();
+                    tokio::spawn(async move {
+                        for round in 0..4u32 {
+                            let calls: Vec<_> = (0..100u32)
+                                .map(|i| stub.echo_async(msg(t, round * 100 + i)))
+                                .collect();
+                            for (i, r) in join_all(calls).await.into_iter().enumerate() {
+                                let i = round * 100 + i as u32;
+                                let got = r.unwrap_or_else(|e| panic!("call {t}/{i}: {e}"));
+                                assert_eq!(got, msg(t, i), "reply of {t}/{i} mixed up");
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.unwrap();
+            }
+            assert_eq!(c.stats().connections_opened, 1);
+            c.shutdown();
+            driver.await.unwrap().unwrap();
+        })
+    });
+    drop(client);
+    server.shutdown();
+}
+
+/// A → B → A → B: side A has no pool thread and is driven only by the driver. A task on A
+/// awaits an asynchronous call to B, whose servant calls A back while that call is
+/// outstanding; A's servant (run by a turn, on the runtime's thread) calls B again with a
+/// blocking call. Nothing deadlocks and every level answers.
+#[test]
+fn nested_callback_into_a_driven_orb_does_not_deadlock() {
+    let a = Orb::builder().threads(0).build().unwrap();
+    let b = Orb::builder().threads(1).build().unwrap();
+    let a_ref = activate_node(&a, "a");
+    let b_ref = activate_node(&b, "b");
+    let stub = NodeClient::new(&a, b_ref);
+    let a2 = a.clone();
+    let replies = within(60, move || {
+        current_thread().block_on(async move {
+            let driver = tokio::spawn(protorb::tokio::drive(a2.clone()));
+            let calls: Vec<_> = (0..3)
+                .map(|_| {
+                    stub.ping_async(PingRequest {
+                        depth: 5,
+                        peer: Some(a_ref.clone()),
+                        sleep_micros: 0,
+                    })
+                })
+                .collect();
+            let replies = join_all(calls).await;
+            a2.shutdown();
+            driver.await.unwrap().unwrap();
+            replies
+        })
+    });
+    for r in replies {
+        let r = r.unwrap();
+        assert_eq!(r.depth_reached, 5);
+        assert_eq!(r.trail.len(), 6);
+        assert!(r.trail.iter().filter(|t| t.starts_with("a@")).count() >= 2);
+    }
+    b.shutdown();
+}
+
+/// A turn while a pool thread leads the event loop returns at once without leading, and
+/// the replies that arrive meanwhile all reach their futures (read by the pool thread or by
+/// a turn, whichever holds the role).
+#[test]
+fn turn_while_a_pool_thread_leads_returns_and_loses_nothing() {
+    let server = Orb::builder().threads(2).build().unwrap();
+    let (_, r) = activate_echo(&server);
+    let client = Orb::builder().threads(1).no_listen().build().unwrap();
+    let stub = EchoClient::new(&client, r);
+    let c = client.clone();
+    within(120, move || {
+        // The pool thread takes the role as soon as it starts and keeps it while idle.
+        let mut seen_busy = false;
+        for _ in 0..10_000 {
+            let t = c.turn();
+            if !t.led() {
+                seen_busy = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(seen_busy, "the pool thread never led");
+        // Turns from this thread compete with the pool thread while futures are in flight.
+        let calls: Vec<_> = (0..500u32).map(|i| stub.echo_async(msg(7, i))).collect();
+        let (tx, rx) = mpsc::channel();
+        let turner = {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                let mut turns = 0u64;
+                while rx.try_recv().is_err() {
+                    let _ = c.turn();
+                    turns += 1;
+                }
+                turns
+            })
+        };
+        let replies = futures::executor::block_on(join_all(calls));
+        tx.send(()).unwrap();
+        assert!(turner.join().unwrap() > 0);
+        for (i, r) in replies.into_iter().enumerate() {
+            assert_eq!(r.unwrap(), msg(7, i as u32), "reply {i}");
+        }
+    });
+    client.shutdown();
+    server.shutdown();
+}
+
+/// An asynchronous call's deadline fires with only the driver leading, while it sleeps until
+/// a later timer: the nearer deadline wakes it (`Orb::watch_timers`). The peer reads what it
+/// is sent and answers nothing; the second call goes over the connection the first opened,
+/// so no event at all follows it.
+#[test]
+fn a_deadline_fires_under_the_driver_alone() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::Read;
+        if let Ok((mut s, _)) = silent.accept() {
+            let mut sink = [0u8; 4096];
+            while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
+        }
+    });
+    // No idle sweep: no other timer would wake the driver.
+    let client = Orb::builder()
+        .threads(0)
+        .no_listen()
+        .idle_timeout(None)
+        .build()
+        .unwrap();
+    let r = client
+        .string_to_object(&format!("corbaloc::1.2@127.0.0.1:{port}/echo"))
+        .unwrap();
+    let stub = EchoClient::new(&client, r);
+    let c = client.clone();
+    let errs = within(60, move || {
+        current_thread().block_on(async move {
+            let driver = tokio::spawn(protorb::tokio::drive(c.clone()));
+            let first = stub
+                .echo_async_with_timeout(msg(1, 1), Duration::from_millis(100))
+                .await
+                .unwrap_err();
+            // The driver goes to sleep with no timer set.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let second = stub
+                .echo_async_with_timeout(msg(1, 2), Duration::from_millis(200))
+                .await
+                .unwrap_err();
+            c.shutdown();
+            driver.await.unwrap().unwrap();
+            [first, second]
+        })
+    });
+    for err in errs {
+        assert_eq!(err.kind(), Some(SystemExceptionKind::TIMEOUT), "{err}");
+    }
+}
