@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! orb-bench server --port PORT --threads T [--impl orb|raw|raw-epoll|tonic]   # until SIGTERM/SIGINT
-//! orb-bench client --port PORT lat|lat-async|tput [N]|tput-async [N]|big [--impl IMPL] [--quick] [--client-threads T]
+//! orb-bench client --port PORT lat|lat-async|tput [N]|tput-async [N]|big [--impl IMPL] [--quick] [--client-threads T] [--no-driver]
 //! orb-bench nest --depth D [--threads T] [--impl orb|raw|raw-epoll|tonic]
 //! orb-bench report FILE...                                    # markdown tables of run.sh files
 //! ```
@@ -14,8 +14,9 @@
 //! which in its `listening on 127.0.0.1:PORT` line. `--quick` shrinks the workloads for smoke
 //! runs (not the protocol's numbers). `--client-threads T` gives the client ORB T pool threads
 //! (default: 0 for `lat` and `big`, one caller at a time; 2, the ORB's default, for `tput`;
-//! see `orb_impl::client_orb`; 2 for `lat-async` and `tput-async`, whose replies only pool
-//! threads read). The client's JSON line says which it used. For `--impl tonic` it is the
+//! see `orb_impl::client_orb`; 0 for `lat-async` and `tput-async`, whose replies the runtime's
+//! thread reads itself through `protorb::tokio::drive`, or 2 with `--no-driver`, when only
+//! pool threads read them). The client's JSON line says which it used. For `--impl tonic` it is the
 //! client runtime's worker threads (see `tonic_impl`). `examples/bench/run.sh` runs everything
 //! side by side.
 //!
@@ -44,7 +45,7 @@ use workload::{EchoConn, Params};
 const USAGE: &str = "usage:
   orb-bench server --port PORT --threads T [--impl orb|raw|raw-epoll|tonic]
   orb-bench client --port PORT lat|lat-async|tput [N]|tput-async [N]|big
-                   [--impl orb|raw|raw-epoll|tonic] [--quick] [--client-threads T]
+                   [--impl orb|raw|raw-epoll|tonic] [--quick] [--client-threads T] [--no-driver]
   orb-bench nest --depth D [--threads T] [--impl orb|raw|raw-epoll|tonic]
   orb-bench report FILE...";
 
@@ -80,6 +81,8 @@ struct Args {
     depth: Option<u32>,
     quick: bool,
     client_threads: Option<usize>,
+    /// `--no-driver`: asynchronous workloads without `protorb::tokio::drive`.
+    no_driver: bool,
 }
 
 fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -93,6 +96,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         depth: None,
         quick: false,
         client_threads: None,
+        no_driver: false,
     };
     while let Some(arg) = it.next() {
         let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
@@ -114,6 +118,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--threads" => a.threads = Some(parse(&value("--threads")?, "--threads")?),
             "--depth" => a.depth = Some(parse(&value("--depth")?, "--depth")?),
             "--quick" => a.quick = true,
+            "--no-driver" => a.no_driver = true,
             "--client-threads" => {
                 a.client_threads = Some(parse(&value("--client-threads")?, "--client-threads")?);
             }
@@ -247,11 +252,18 @@ fn client(a: &Args) -> Result<(), String> {
             r
         }
         (Impl::Orb, "lat-async" | "tput-async") => {
-            let threads = a.client_threads.unwrap_or(orb_impl::ASYNC_CALLER_THREADS);
+            let driven = !a.no_driver;
+            let threads = a.client_threads.unwrap_or(if driven {
+                orb_impl::DRIVEN_ASYNC_CALLER_THREADS
+            } else {
+                orb_impl::ASYNC_CALLER_THREADS
+            });
             let orb = orb_impl::client_orb(threads)?;
             let conn =
                 orb_impl::OrbAsyncConn(std::sync::Arc::new(orb_impl::echo_client(&orb, port)?));
             let rt = workload::current_thread_runtime()?;
+            // The driver task runs on the runtime's one thread, beside the workload's tasks.
+            let driver = driven.then(|| rt.spawn(protorb::tokio::drive(orb.clone())));
             let r = if workload == "lat-async" {
                 workload::lat_async(&rt, conn, &params, imp)
             } else {
@@ -260,9 +272,17 @@ fn client(a: &Args) -> Result<(), String> {
             orb_impl::report_client_stats(&orb, workload);
             let opened = orb.stats().connections_opened;
             orb.shutdown();
+            if let Some(d) = driver {
+                rt.block_on(d)
+                    .map_err(|e| format!("driver task: {e}"))?
+                    .map_err(|e| format!("driver: {e}"))?;
+            }
             let mut r = r?;
             assert_eq!(opened, 1, "{workload} must use one connection");
-            r.line = r.line.int("client_threads", threads as u64);
+            r.line = r
+                .line
+                .int("client_threads", threads as u64)
+                .bool("driver", driven);
             r
         }
         (Impl::Tonic, "lat-async" | "tput-async") => {

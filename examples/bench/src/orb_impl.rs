@@ -98,8 +98,9 @@ impl EchoConn for OrbConn<'_> {
 }
 
 /// An [`AsyncEchoConn`] over a generated stub shared by every task: `echo_async`, the
-/// generated asynchronous method (the request is written when it is called; a pool thread of
-/// the client ORB reads the reply and wakes the task).
+/// generated asynchronous method (the request is written when it is called; the driver task
+/// on the runtime's thread, or a pool thread with `--no-driver`, reads the reply and wakes
+/// the task).
 #[derive(Clone)]
 pub struct OrbAsyncConn(pub Arc<EchoClient>);
 
@@ -115,10 +116,17 @@ impl AsyncEchoConn for OrbAsyncConn {
     }
 }
 
-/// Client pool threads for asynchronous calls (`lat-async`, `tput-async`): the ORB's default,
-/// 2. Nobody blocks in the ORB waiting for an asynchronous reply, so the pool threads are the
-/// ones that lead the event loop, read the replies and wake the tasks; with 0 nobody would.
+/// Client pool threads for asynchronous calls (`lat-async`, `tput-async`) with `--no-driver`:
+/// the ORB's default, 2. Nobody blocks in the ORB waiting for an asynchronous reply, so the
+/// pool threads are the ones that lead the event loop, read the replies and wake the tasks
+/// (a second thread wake-up per reply); with 0 nobody would.
 pub const ASYNC_CALLER_THREADS: usize = 2;
+
+/// Client pool threads for asynchronous calls with the driver (the default): none. The
+/// runtime's thread leads the event loop through `protorb::tokio::drive` (`Orb::turn` when
+/// the ORB's event fd is readable), so the thread the socket wakes is the one awaiting the
+/// reply, as in a blocking call.
+pub const DRIVEN_ASYNC_CALLER_THREADS: usize = 0;
 
 impl AsRef<[u8]> for Payload {
     fn as_ref(&self) -> &[u8] {
