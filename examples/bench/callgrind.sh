@@ -5,6 +5,9 @@
 #   examples/bench/callgrind.sh            # both sides: instructions and atomics per call
 #   examples/bench/callgrind.sh --where    # also: where the atomics are (source lines)
 #   examples/bench/callgrind.sh --omniorb  # also: omniORB's client and server, counted alike
+#   examples/bench/callgrind.sh --workload lat-async [--client-args '--no-driver']
+#                                          # the same per lat-async call (or another workload
+#                                          # of 2,200 + 22,000 calls), extra client arguments
 #
 # Needs valgrind, objdump (binutils), addr2line (for --where) and python3; --omniorb needs what
 # examples/bench/omniorb/build.sh needs (omniORB 4, omniidl, g++, pkg-config).
@@ -18,13 +21,16 @@
 # counted (the ORB, std, bytes, prost...), not libc's.
 set -euo pipefail
 
-where=0 omni=0
-for arg in "$@"; do
-    case "$arg" in
+where=0 omni=0 workload=lat client_args=""
+while [ $# -gt 0 ]; do
+    case "$1" in
         --where) where=1 ;;
         --omniorb) omni=1 ;;
-        *) echo "callgrind.sh: unknown option $arg" >&2; exit 2 ;;
+        --workload) workload="$2"; shift ;;
+        --client-args) client_args="$2"; shift ;;
+        *) echo "callgrind.sh: unknown option $1" >&2; exit 2 ;;
     esac
+    shift
 done
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 target="${CARGO_TARGET_DIR:-$root/target}"
@@ -34,7 +40,7 @@ trap 'rm -rf "$work"' EXIT
 for tool in valgrind objdump python3; do
     command -v "$tool" > /dev/null || { echo "callgrind.sh: needs $tool" >&2; exit 1; }
 done
-(cd "$root" && CARGO_PROFILE_PERF_DEBUG=line-tables-only cargo build --quiet --profile perf -p orb-bench)
+[ -n "${CALLGRIND_NO_BUILD:-}" ] || (cd "$root" && CARGO_PROFILE_PERF_DEBUG=line-tables-only cargo build --quiet --profile perf -p orb-bench)
 bin="$target/perf/orb-bench"
 
 # One lat run under callgrind (server and client) of binary $3; $1 names it, $2 is "--quick"
@@ -51,7 +57,7 @@ run() {
     done
     [[ -n "$up" ]] || { echo "callgrind.sh: the server $3 did not start" >&2; exit 1; }
     valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$work/client-$1.out" \
-        "$3" client --port "$port" lat $2 > /dev/null 2> "$work/client-$1.err"
+        "$3" client --port "$port" "$workload" $2 $client_args > /dev/null 2> "$work/client-$1.err"
     kill -TERM "$pid"
     wait "$pid" 2> /dev/null || true
 }

@@ -425,13 +425,25 @@ pub(crate) struct OrbInner {
     /// The leader's timers (idle sweep, accept retry) and the inbound connection count.
     pub(crate) housekeeping: crate::timers::Housekeeping,
     /// Deadlines of asynchronous calls in flight: the connection and request id (and the
-    /// request's GIOP version, for its CancelRequest) of each, which the leader fails with
-    /// TIMEOUT when due (`OrbInner::expire_calls`).
+    /// request's GIOP version, for its CancelRequest) of each, or a collocated call's
+    /// deferred answer, which the leader fails with TIMEOUT when due
+    /// (`OrbInner::expire_calls`).
     pub(crate) call_deadlines: crate::timers::Deadlines<CallDeadline>,
 }
 
 /// What an asynchronous call's deadline entry holds (see [`OrbInner::call_deadlines`]).
-pub(crate) type CallDeadline = (Arc<Connection>, u32, crate::giop::Version);
+#[derive(Debug)]
+pub(crate) enum CallDeadline {
+    /// A request on a connection: its request id and GIOP version (for its CancelRequest).
+    Remote(Arc<Connection>, u32, crate::giop::Version),
+    /// A collocated call whose servant deferred its answer: the future's slot and the claim
+    /// on the outcome.
+    Local(
+        Arc<crate::lf::TaskSlot>,
+        Arc<crate::upcall::LocalDeferred>,
+        Box<str>,
+    ),
+}
 
 /// The next [`OrbInner::id`].
 static NEXT_ORB_ID: AtomicU64 = AtomicU64::new(1);

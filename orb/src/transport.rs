@@ -361,7 +361,20 @@ impl OrbInner {
     /// it never waits). A call whose reply, close or drop came first is left alone: the
     /// connection's `Mux` hands each waiter out once.
     pub(crate) fn expire_calls(&self, now: Instant) {
-        for (conn, request_id, version) in self.call_deadlines.take_due(now) {
+        for due in self.call_deadlines.take_due(now) {
+            let (conn, request_id, version) = match due {
+                crate::orb::CallDeadline::Remote(c, id, v) => (c, id, v),
+                crate::orb::CallDeadline::Local(slot, deferred, operation) => {
+                    // A collocated call's deferred answer that has not come: the request is
+                    // marked cancelled, and the answer, if it still comes, dropped.
+                    if deferred.give_up() {
+                        slot.complete(Err(SystemException::timeout(format!(
+                            "no deferred reply to collocated `{operation}` within the deadline"
+                        ))));
+                    }
+                    continue;
+                }
+            };
             let Some(w) = conn.mux.expire(request_id) else {
                 continue;
             };

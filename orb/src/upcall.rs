@@ -34,6 +34,10 @@ pub(crate) trait Collocated {
     /// Runs `operation` of the object under `key` on the calling thread, with `body` as its
     /// CDR-encoded parameters, and returns its reply as if it had come over a connection
     /// (`None` for a oneway). `metadata` are the service contexts the caller attached.
+    ///
+    /// `task`: the call is asynchronous (a twoway [`ReplyFuture`](crate::ReplyFuture)); a
+    /// deferred answer then completes this slot later ([`LocalAnswer::Later`]) instead of
+    /// being waited for on the calling thread. Without it, a deferred answer is waited for.
     fn call_collocated(
         &self,
         key: bytes::Bytes,
@@ -42,7 +46,38 @@ pub(crate) trait Collocated {
         body: Body,
         deadline: Instant,
         metadata: &[crate::giop::ServiceContext],
-    ) -> Result<Option<Reply>, SystemException>;
+        task: Option<&Arc<crate::lf::TaskSlot>>,
+    ) -> Result<LocalAnswer, SystemException>;
+}
+
+/// What a collocated call returned.
+pub(crate) enum LocalAnswer {
+    /// The reply (`None`: a oneway), as if it had come over a connection.
+    Now(Option<Reply>),
+    /// The servant deferred its answer in an asynchronous call: it completes the task's slot
+    /// unless the caller gives up first (see [`LocalDeferred`]).
+    Later(LocalDeferred),
+}
+
+/// A deferred answer of an asynchronous collocated call, still to come. Whoever sets
+/// `claimed` first owns the outcome: the answer (which then completes the task's slot) or the
+/// caller giving up (deadline, drop), which marks the request cancelled through `ctx`.
+#[derive(Debug)]
+pub(crate) struct LocalDeferred {
+    pub(crate) claimed: Arc<std::sync::atomic::AtomicBool>,
+    pub(crate) ctx: Context,
+}
+
+impl LocalDeferred {
+    /// The caller gives up: true if the answer had not come (the request is then marked
+    /// cancelled, and a later answer is dropped and counted).
+    pub(crate) fn give_up(&self) -> bool {
+        if self.claimed.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        self.ctx.cancel();
+        true
+    }
 }
 
 /// The ORB's upcalls: those parked for a pool thread, and how many run.

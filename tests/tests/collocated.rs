@@ -18,7 +18,12 @@ const HANG_GUARD: Duration = Duration::from_secs(20);
 #[derive(Default)]
 struct Observer {
     notified: Mutex<Vec<(Payload, std::thread::ThreadId)>>,
+    /// Deferred requests never answered (`sleep` with `NEVER_MILLIS`).
+    unanswered: Mutex<Vec<protorb::ReplyHandle>>,
 }
+
+/// `sleep` with this many milliseconds defers and never answers.
+const NEVER_MILLIS: u32 = 7777;
 
 impl Echo for Observer {
     fn echo(&self, ctx: &Context, req: Payload) -> Result<Payload, Exception> {
@@ -39,6 +44,11 @@ impl Echo for Observer {
             // Deferred, answered from another thread.
             let h = ctx.defer()?.typed::<SleepReply, Exception>();
             std::thread::spawn(move || h.reply(Ok(SleepReply { cancelled: false })));
+            return Ok(SleepReply::default());
+        }
+        if req.millis == NEVER_MILLIS {
+            let h = ctx.defer()?;
+            self.unanswered.lock().unwrap().push(h);
             return Ok(SleepReply::default());
         }
         std::thread::sleep(Duration::from_millis(req.millis.into()));
@@ -250,5 +260,78 @@ fn collocated_nested_calls_run_on_the_calling_thread() {
     let stats = orb.stats();
     assert_eq!(stats.collocated_calls, 21, "{stats:?}");
     assert_eq!(stats.requests_sent, 0, "{stats:?}");
+    orb.shutdown();
+}
+
+/// An asynchronous call to a collocated object runs the servant on the calling thread when
+/// it is made: the future is ready at its first poll, with no socket and no event loop.
+#[test]
+fn an_async_collocated_call_is_ready_at_once() {
+    use futures::FutureExt;
+    let (orb, _s, client) = setup(true);
+    let p = Payload {
+        thread: 2,
+        call: 3,
+        data: vec![],
+    };
+    let reply = client
+        .echo_async(p)
+        .now_or_never()
+        .expect("ready at the first poll")
+        .unwrap();
+    assert_eq!((reply.thread, reply.call), (2, 3));
+    assert_eq!(
+        String::from_utf8(reply.data).unwrap(),
+        "peer=None deadline=true op=Echo"
+    );
+    let err = client
+        .withdraw_async(WithdrawRequest { amount: 5 })
+        .now_or_never()
+        .expect("ready at the first poll")
+        .unwrap_err();
+    assert!(
+        matches!(err, EchoWithdrawError::InsufficientFunds(ref f) if f.requested == 5),
+        "{err:?}"
+    );
+    let stats = orb.stats();
+    assert_eq!(stats.collocated_calls, 2, "{stats:?}");
+    assert_eq!(stats.requests_sent, 0, "{stats:?}");
+    assert_eq!(stats.connections_opened, 0, "{stats:?}");
+    orb.shutdown();
+}
+
+/// A collocated servant that defers its answer does not hold the asynchronous caller up:
+/// the answer, given later from another thread, completes the future.
+#[test]
+fn an_async_collocated_deferred_reply_completes_the_future() {
+    let (orb, _s, client) = setup(true);
+    let f = client.sleep_async_with_timeout(SleepRequest { millis: 0 }, HANG_GUARD);
+    let r = futures::executor::block_on(f).unwrap();
+    assert!(!r.cancelled);
+    assert_eq!(orb.stats().requests_sent, 0);
+    orb.shutdown();
+}
+
+/// A deferred collocated answer that never comes: the future resolves with TIMEOUT at its
+/// deadline (the ORB's timer; nothing else wakes it), and the request is marked cancelled.
+#[test]
+fn an_async_collocated_deferred_reply_that_never_comes_times_out() {
+    let (orb, s, client) = setup(true);
+    let f = client.sleep_async_with_timeout(
+        SleepRequest {
+            millis: NEVER_MILLIS,
+        },
+        Duration::from_millis(100),
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(futures::executor::block_on(f));
+    });
+    let err = rx.recv_timeout(HANG_GUARD).expect("hung").unwrap_err();
+    assert_eq!(err.kind(), Some(SystemExceptionKind::TIMEOUT), "{err}");
+    let handles = std::mem::take(&mut *s.unanswered.lock().unwrap());
+    assert_eq!(handles.len(), 1);
+    assert!(handles[0].is_cancelled());
+    assert_eq!(orb.stats().requests_sent, 0);
     orb.shutdown();
 }

@@ -7,8 +7,10 @@
 //! `--calls N` and `--threads T` change the load and the ORBs' pool threads).
 //!
 //! `echo_async` writes the request before it returns, so the loop below puts every request on
-//! the wire first; the tasks then only wait for replies. The ORB's pool threads read the
-//! replies and wake the tasks; the ORB itself uses no async runtime.
+//! the wire first; the tasks then only wait for replies. The client ORB has no pool thread:
+//! a task on the runtime, `protorb::tokio::drive`, drives its event loop (`Orb::turn` when
+//! the ORB's event fd is readable), reading the replies and waking the tasks on the runtime's
+//! own threads (the `tokio` feature of `protorb`; the ORB's core uses no async runtime).
 
 use clap::Parser;
 use orb_examples::proto::echo::{Echo, EchoClient, EchoReply, EchoRequest, EchoSkeleton};
@@ -23,8 +25,8 @@ struct Cli {
     /// Calls in flight at once.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     calls: u32,
-    /// Pool threads of each ORB, at least 1: the pool threads drive the event loop (with no
-    /// pool threads an application runs `orb.run()` on a thread of its own).
+    /// Pool threads of the server ORB, at least 1 (the client's event loop is driven by a
+    /// task on the tokio runtime, so the client ORB has none).
     #[arg(long, value_name = "N", default_value_t = 2,
           value_parser = clap::value_parser!(u64).range(1..))]
     threads: u64,
@@ -74,7 +76,7 @@ fn main() {
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
-        .enable_time()
+        .enable_all()
         .build()
         .expect("tokio runtime");
     let server = protorb::Orb::builder()
@@ -90,13 +92,14 @@ fn main() {
             tokio: rt.handle().clone(),
         }),
     );
-    // The client's pool threads drive its event loop: they read the replies and wake the
-    // tasks (with `threads(0)` the application would run `orb.run()` on a thread instead).
+    // No pool thread: the driver task reads the replies and wakes the tasks (with pool
+    // threads, they would, from threads of their own; with neither, nobody would).
     let client = protorb::Orb::builder()
-        .threads(threads)
+        .threads(0)
         .no_listen()
         .build()
         .expect("client ORB");
+    let driver = rt.spawn(protorb::tokio::drive(client.clone()));
     let echo = EchoClient::new(&client, obj);
 
     let started = Instant::now();
@@ -130,7 +133,12 @@ fn main() {
     let elapsed = started.elapsed();
     let stats = client.stats();
     client.shutdown();
+    let driven = rt.block_on(driver);
     server.shutdown();
+    if !matches!(driven, Ok(Ok(()))) {
+        println!("verdict: FAILED the event-loop driver ended with {driven:?}");
+        std::process::exit(1);
+    }
     if let Some(first) = failures.first() {
         println!(
             "verdict: FAILED {} of {calls} calls; first: {first}",

@@ -28,6 +28,11 @@
 //!   sent); their after hooks run in the poll that resolves the future. A future dropped
 //!   before it resolves runs no after hook. The metadata (the proxy's and what the hooks
 //!   added) is encoded once and sent again with a forwarded or retried request.
+//! - **Collocated objects** (an object active in this same ORB, collocation on) are called
+//!   without a socket, as blocking calls are: the servant runs on the calling thread when
+//!   the call is made, and the future is ready at once. A servant that defers its answer
+//!   does not hold the caller up: the answer completes the future (`Route::Local`), and the
+//!   deadline is an ORB timer as for a remote call (then the request is marked cancelled).
 //! - **Forwards and retries** are followed as in blocking calls (LOCATION_FORWARD, and a
 //!   request the peer closed the connection on unprocessed): the request is sent again from
 //!   the poll that sees the reply, which may connect to the new endpoint there.
@@ -37,12 +42,15 @@ use crate::client::invoke::{forward_target, octets_reply, Params, Sent, MAX_HOPS
 use crate::exception::{minor, CompletionStatus, Exception, SystemException, SystemExceptionKind};
 use crate::giop::{ReplyStatus, ServiceContext};
 use crate::interceptor::{ClientRequest, Outcome};
+use crate::ior::IiopProfile;
 use crate::ior::ObjectRef;
-use crate::lf::{TaskSlot, Waiter};
+use crate::lf::{Completion, TaskSlot, Waiter};
 use crate::metadata::Metadata;
+use crate::orb::CallDeadline;
 use crate::orb::{Orb, OrbInner};
 use crate::timers::DeadlineKey;
 use crate::upcall::inherited_deadline;
+use crate::upcall::{LocalAnswer, LocalDeferred};
 use bytes::Bytes;
 use std::future::Future;
 use std::pin::Pin;
@@ -116,10 +124,19 @@ struct Call {
 struct InFlight {
     orb: Orb,
     call: Call,
-    sent: Sent,
+    route: Route,
     slot: Arc<TaskSlot>,
     timer: DeadlineKey,
     finished: bool,
+}
+
+/// Where an in-flight call went.
+#[derive(Debug)]
+enum Route {
+    /// Over a connection.
+    Remote(Sent),
+    /// To a collocated servant that deferred its answer.
+    Local(Arc<LocalDeferred>),
 }
 
 impl ReplyFuture {
@@ -227,8 +244,14 @@ impl OrbInner {
             call.deadline,
             Some(Waiter::Task(slot.clone())),
         )?;
-        let entry = (sent.conn.clone(), sent.request_id, sent.version);
-        let (timer, nearer) = self.call_deadlines.insert(call.deadline, entry);
+        let entry = CallDeadline::Remote(sent.conn.clone(), sent.request_id, sent.version);
+        let timer = self.set_call_timer(call.deadline, entry);
+        Ok((sent, slot, timer))
+    }
+
+    /// Sets an asynchronous call's deadline timer, waking whoever waits on the timers past it.
+    fn set_call_timer(&self, deadline: Instant, entry: CallDeadline) -> DeadlineKey {
+        let (timer, nearer) = self.call_deadlines.insert(deadline, entry);
         if nearer.pollers {
             // The leader may be polling with a later timeout, or nobody may be leading with
             // the standby waiting: either way the wake-up makes a leader look at the timers.
@@ -238,18 +261,75 @@ impl OrbInner {
             // An event-loop driver (`Orb::turn`) sleeps until a later time.
             driver.wake();
         }
-        Ok((sent, slot, timer))
+        timer
+    }
+
+    /// Calls the collocated object of `profile` for `call` (on this thread): a ready future,
+    /// or, if the servant deferred its answer, one waiting for it with a deadline timer.
+    fn call_local_async(&self, orb: &Orb, call: Call, profile: &IiopProfile) -> State {
+        let slot = Arc::new(TaskSlot::new());
+        let octets = &call.body;
+        let write = |w: &mut CdrWriter<'_>| w.write_octets(octets);
+        let params = Params {
+            write: &write,
+            split: Some(octets),
+            hint: 0,
+            metadata: call.metadata.as_deref().unwrap_or(&[]),
+        };
+        let answer = self.call_local_with(
+            profile,
+            &call.operation,
+            true,
+            params,
+            call.deadline,
+            Some(&slot),
+        );
+        let completion = match answer {
+            Ok(LocalAnswer::Now(reply)) => Ok(reply),
+            Err(e) => Err(e),
+            Ok(LocalAnswer::Later(d)) => {
+                let deferred = Arc::new(d);
+                let entry =
+                    CallDeadline::Local(slot.clone(), deferred.clone(), call.operation.clone());
+                let timer = self.set_call_timer(call.deadline, entry);
+                return State::Waiting(Box::new(InFlight {
+                    orb: orb.clone(),
+                    call,
+                    route: Route::Local(deferred),
+                    slot,
+                    timer,
+                    finished: false,
+                }));
+            }
+        };
+        // Answered on this thread: the future is ready (a forward is followed at once, as a
+        // remote reply's is).
+        let mut call = call;
+        match next_step(Some(completion), &call) {
+            Next::Done(r) => State::Ready(Some(r)),
+            Next::Again(forwarded) => {
+                call.hops += 1;
+                if let Some(t) = forwarded {
+                    call.target = t;
+                }
+                InFlight::send(orb, call)
+            }
+        }
     }
 }
 
 impl InFlight {
     /// Sends `call` (again); the state of a future waiting for its reply, or of one failed.
     fn send(orb: &Orb, call: Call) -> State {
+        if let Some(profile) = call.target.primary().filter(|p| orb.inner.is_collocated(p)) {
+            let profile = profile.clone();
+            return orb.inner.call_local_async(orb, call, &profile);
+        }
         match orb.inner.send_async(&call) {
             Ok((sent, slot, timer)) => State::Waiting(Box::new(InFlight {
                 orb: orb.clone(),
                 call,
-                sent,
+                route: Route::Remote(sent),
                 slot,
                 timer,
                 finished: false,
@@ -268,11 +348,15 @@ impl InFlight {
         self.finished = true;
         let inner = &self.orb.inner;
         inner.call_deadlines.remove(self.timer);
-        let (conn, id) = (&self.sent.conn, self.sent.request_id);
+        let sent = match &self.route {
+            Route::Remote(sent) => sent,
+            Route::Local(deferred) => return deferred.give_up(),
+        };
+        let (conn, id) = (&sent.conn, sent.request_id);
         if !conn.mux.forget(id) {
             return false;
         }
-        inner.send_cancel(conn, self.sent.version, id);
+        inner.send_cancel(conn, sent.version, id);
         true
     }
 }
@@ -280,11 +364,51 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         if !self.finished {
-            let _enter = self.sent.span.clone().entered();
+            let _enter = match &self.route {
+                Route::Remote(sent) => Some(sent.span.clone().entered()),
+                Route::Local(_) => None,
+            };
             if self.give_up() {
-                tracing::debug!("asynchronous call dropped before its reply; CancelRequest sent");
+                tracing::debug!("asynchronous call dropped before its reply; cancelled");
             }
         }
+    }
+}
+
+/// What a call's completion leads to: its result, or sending it again (forwarded, or
+/// closed unprocessed by the peer).
+fn next_step(completion: Option<Completion>, call: &Call) -> Next {
+    match completion {
+        Some(Ok(Some(reply)))
+            if matches!(
+                reply.header.status,
+                ReplyStatus::LocationForward | ReplyStatus::LocationForwardPerm
+            ) && call.hops < MAX_HOPS =>
+        {
+            match forward_target(&reply.body) {
+                Ok(t) => Next::Again(Some(t)),
+                Err(e) => Next::Done(Err(e.into())),
+            }
+        }
+        Some(Ok(Some(reply))) => Next::Done(octets_reply(reply)),
+        Some(Err(e))
+            if e.minor == minor::CLOSED_BY_PEER
+                && e.completed == CompletionStatus::No
+                && call.hops < MAX_HOPS
+                && Instant::now() < call.deadline =>
+        {
+            // CloseConnection: the request was not processed; send it again on a
+            // new connection (WIRE-GIOP §2.5), as a blocking call does.
+            Next::Again(None)
+        }
+        Some(Err(e)) => Next::Done(Err(e.into())),
+        Some(Ok(None)) => Next::Done(Err(
+            SystemException::internal("completed without a reply").into()
+        )),
+        None => Next::Done(Err(SystemException::internal(
+            "reply slot empty after completion",
+        )
+        .into())),
     }
 }
 
@@ -349,10 +473,16 @@ impl ReplyFuture {
                     // The leader's timer fails it at the deadline; a poll that comes later
                     // and finds it still waiting (the timer is late) fails it itself.
                     if Instant::now() >= f.call.deadline && f.give_up() {
-                        let e = SystemException::timeout(format!(
-                            "no reply to `{}` from {} within the deadline",
-                            f.call.operation, f.sent.conn.peer
-                        ));
+                        let e = SystemException::timeout(match &f.route {
+                            Route::Remote(sent) => format!(
+                                "no reply to `{}` from {} within the deadline",
+                                f.call.operation, sent.conn.peer
+                            ),
+                            Route::Local(_) => format!(
+                                "no deferred reply to collocated `{}` within the deadline",
+                                f.call.operation
+                            ),
+                        });
                         this.state = State::Ready(None);
                         return Poll::Ready(Err(e.into()));
                     }
@@ -361,39 +491,7 @@ impl ReplyFuture {
             };
             f.finished = true;
             f.orb.inner.call_deadlines.remove(f.timer);
-            let next = match completion {
-                Some(Ok(Some(reply)))
-                    if matches!(
-                        reply.header.status,
-                        ReplyStatus::LocationForward | ReplyStatus::LocationForwardPerm
-                    ) && f.call.hops < MAX_HOPS =>
-                {
-                    match forward_target(&reply.body) {
-                        Ok(t) => Next::Again(Some(t)),
-                        Err(e) => Next::Done(Err(e.into())),
-                    }
-                }
-                Some(Ok(Some(reply))) => Next::Done(octets_reply(reply)),
-                Some(Err(e))
-                    if e.minor == minor::CLOSED_BY_PEER
-                        && e.completed == CompletionStatus::No
-                        && f.call.hops < MAX_HOPS
-                        && Instant::now() < f.call.deadline =>
-                {
-                    // CloseConnection: the request was not processed; send it again on a
-                    // new connection (WIRE-GIOP §2.5), as a blocking call does.
-                    Next::Again(None)
-                }
-                Some(Err(e)) => Next::Done(Err(e.into())),
-                Some(Ok(None)) => Next::Done(Err(SystemException::internal(
-                    "completed without a reply",
-                )
-                .into())),
-                None => Next::Done(Err(SystemException::internal(
-                    "reply slot empty after completion",
-                )
-                .into())),
-            };
+            let next = next_step(completion, &f.call);
             match next {
                 Next::Done(r) => {
                     this.state = State::Ready(None);

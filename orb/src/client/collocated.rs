@@ -9,10 +9,12 @@ use crate::cdr::{ByteOrder, CdrWriter};
 use crate::exception::SystemException;
 use crate::giop::{Body, Reply};
 use crate::ior::IiopProfile;
+use crate::lf::TaskSlot;
 use crate::orb::OrbInner;
-use crate::upcall::Collocated;
+use crate::upcall::{Collocated, LocalAnswer};
 use bytes::BytesMut;
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Instant;
 
 impl OrbInner {
@@ -49,6 +51,25 @@ impl OrbInner {
         params: Params<'_>,
         deadline: Instant,
     ) -> Result<Option<Reply>, SystemException> {
+        match self.call_local_with(profile, operation, twoway, params, deadline, None)? {
+            LocalAnswer::Now(reply) => Ok(reply),
+            LocalAnswer::Later(_) => Err(SystemException::internal(
+                "a deferred collocated answer left to a task that does not exist",
+            )),
+        }
+    }
+
+    /// [`call_local`](Self::call_local), for an asynchronous call when `task` is given: a
+    /// deferred answer then completes `task` later instead of being waited for.
+    pub(super) fn call_local_with(
+        &self,
+        profile: &IiopProfile,
+        operation: &str,
+        twoway: bool,
+        params: Params<'_>,
+        deadline: Instant,
+        task: Option<&Arc<TaskSlot>>,
+    ) -> Result<LocalAnswer, SystemException> {
         let mut buf = BytesMut::new();
         (params.write)(&mut CdrWriter::new(&mut buf, ByteOrder::NATIVE));
         let body = Body {
@@ -63,6 +84,7 @@ impl OrbInner {
             body,
             deadline,
             params.metadata,
+            task,
         )
     }
 }

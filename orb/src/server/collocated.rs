@@ -14,7 +14,9 @@
 //!   deadline has passed before dispatch is not run (TIMEOUT, completed NO); one whose servant
 //!   returns after it gets TIMEOUT, completed MAYBE, and the result is dropped.
 //! - A deferred reply ([`Context::defer`]) is waited for as a remote reply is: as a bound
-//!   Leader/Followers participant (leading the event loop meanwhile), until the deadline.
+//!   Leader/Followers participant (leading the event loop meanwhile), until the deadline;
+//!   an asynchronous call's ([`ReplyFuture`](crate::ReplyFuture)) is not waited for: the
+//!   answer completes the future, whose deadline is an ORB timer as a remote call's is.
 //!   On a timeout the request is marked cancelled (the handle sees
 //!   [`is_cancelled`](crate::ReplyHandle::is_cancelled)) and a later answer is dropped and
 //!   counted.
@@ -25,12 +27,12 @@
 use crate::cdr::{ByteOrder, CdrWriter};
 use crate::exception::{minor, CompletionStatus, Exception, SystemException, SystemExceptionKind};
 use crate::giop::{encode_system_exception, Body, Reply, ReplyHeader, ReplyStatus, ServiceContext};
-use crate::lf::{Exit, Participant};
+use crate::lf::{Exit, Participant, TaskSlot};
 use crate::metadata::Metadata;
 use crate::orb::OrbInner;
 use crate::servant::{Context, Discard, ReplySink};
 use crate::server::dispatch::ReplyBody;
-use crate::upcall::{Collocated, Serving};
+use crate::upcall::{Collocated, LocalAnswer, LocalDeferred, Serving};
 use bytes::{Bytes, BytesMut};
 use bytestring::ByteString;
 use std::any::Any;
@@ -47,7 +49,8 @@ impl Collocated for OrbInner {
         body: Body,
         deadline: Instant,
         metadata: &[ServiceContext],
-    ) -> Result<Option<Reply>, SystemException> {
+        task: Option<&Arc<TaskSlot>>,
+    ) -> Result<LocalAnswer, SystemException> {
         self.stats.collocated_calls.fetch_add(1, Ordering::Relaxed);
         let span = tracing::debug_span!(
             "collocated",
@@ -85,13 +88,24 @@ impl Collocated for OrbInner {
         if let Some(d) = deferral {
             if !twoway {
                 d.install(Box::new(Discard), &ctx);
-                return Ok(None);
+                return Ok(LocalAnswer::Now(None));
             }
-            return self.wait_deferred(d, ctx, deadline);
+            let Some(slot) = task else {
+                return self.wait_deferred(d, ctx, deadline).map(LocalAnswer::Now);
+            };
+            // An asynchronous caller is not held up: the answer completes its future.
+            let claimed = Arc::new(AtomicBool::new(false));
+            let sink = TaskSink {
+                orb: self.me_any.clone(),
+                slot: slot.clone(),
+                claimed: claimed.clone(),
+            };
+            d.install(Box::new(sink), &ctx);
+            return Ok(LocalAnswer::Later(LocalDeferred { claimed, ctx }));
         }
         if !twoway {
             ctx.recycle();
-            return Ok(None);
+            return Ok(LocalAnswer::Now(None));
         }
         if Instant::now() >= deadline {
             tracing::debug!("collocated call ran past its deadline; result dropped");
@@ -101,7 +115,7 @@ impl Collocated for OrbInner {
         }
         let md = ctx.take_reply_metadata();
         ctx.recycle();
-        Ok(Some(local_reply(reply, md.as_deref())))
+        Ok(LocalAnswer::Now(Some(local_reply(reply, md.as_deref()))))
     }
 }
 
@@ -170,6 +184,31 @@ impl ReplySink for CallerSink {
         let md = ctx.take_reply_metadata();
         let reply = local_reply(ReplyBody::from_result(answer), md.as_deref());
         orb.lf.complete(&self.caller, Ok(Some(reply)), None, &*orb);
+    }
+}
+
+/// Where the deferred reply of an asynchronous collocated call goes: to its future's slot
+/// (whose task it wakes), unless the caller gave up first (`claimed`, as in [`CallerSink`]).
+struct TaskSink {
+    orb: Weak<dyn Any + Send + Sync>,
+    slot: Arc<TaskSlot>,
+    claimed: Arc<AtomicBool>,
+}
+
+impl ReplySink for TaskSink {
+    fn send(self: Box<Self>, answer: Result<Bytes, Exception>, ctx: &Context) {
+        if self.claimed.swap(true, Ordering::AcqRel) {
+            if let Some(orb) = OrbInner::upgrade(&self.orb) {
+                orb.stats
+                    .deferred_replies_dropped
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            tracing::debug!("deferred collocated reply dropped: the caller gave up");
+            return;
+        }
+        let md = ctx.take_reply_metadata();
+        let reply = local_reply(ReplyBody::from_result(answer), md.as_deref());
+        self.slot.complete(Ok(Some(reply)));
     }
 }
 
