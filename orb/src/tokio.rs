@@ -51,6 +51,9 @@ const DUE_RETRY: Duration = Duration::from_millis(1);
 ///
 /// Needs a runtime with I/O and time enabled (`enable_all`). One driver per ORB is enough;
 /// more compete harmlessly.
+// Not an `async fn`: the signature promises `Send + 'static`, which `tokio::spawn` needs,
+// instead of leaving it to inference.
+#[allow(clippy::manual_async_fn)]
 pub fn drive(orb: Orb) -> impl Future<Output = std::io::Result<()>> + Send + 'static {
     async move {
         // SAFETY: the fd is the ORB's epoll fd, which `EventFd` keeps open (it owns an `Orb`,

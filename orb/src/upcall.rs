@@ -35,19 +35,36 @@ pub(crate) trait Collocated {
     /// CDR-encoded parameters, and returns its reply as if it had come over a connection
     /// (`None` for a oneway). `metadata` are the service contexts the caller attached.
     ///
-    /// `task`: the call is asynchronous (a twoway [`ReplyFuture`](crate::ReplyFuture)); a
-    /// deferred answer then completes this slot later ([`LocalAnswer::Later`]) instead of
-    /// being waited for on the calling thread. Without it, a deferred answer is waited for.
+    /// `caller` says who waits for the answer (see [`LocalCaller`]).
     fn call_collocated(
         &self,
         key: bytes::Bytes,
         operation: &str,
-        twoway: bool,
+        caller: LocalCaller<'_>,
         body: Body,
         deadline: Instant,
         metadata: &[crate::giop::ServiceContext],
-        task: Option<&Arc<crate::lf::TaskSlot>>,
     ) -> Result<LocalAnswer, SystemException>;
+}
+
+/// Who waits for a collocated call's answer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum LocalCaller<'a> {
+    /// Nobody: a oneway.
+    Oneway,
+    /// The calling thread: a deferred answer is waited for, as a bound participant.
+    Thread,
+    /// A task, through this slot (an asynchronous call, a
+    /// [`ReplyFuture`](crate::ReplyFuture)): a deferred answer completes the slot later
+    /// ([`LocalAnswer::Later`]) instead of being waited for on the calling thread.
+    Task(&'a Arc<crate::lf::TaskSlot>),
+}
+
+impl LocalCaller<'_> {
+    /// Whether an answer is expected.
+    pub(crate) fn twoway(self) -> bool {
+        !matches!(self, LocalCaller::Oneway)
+    }
 }
 
 /// What a collocated call returned.

@@ -11,7 +11,7 @@ use crate::giop::{Body, Reply};
 use crate::ior::IiopProfile;
 use crate::lf::TaskSlot;
 use crate::orb::OrbInner;
-use crate::upcall::{Collocated, LocalAnswer};
+use crate::upcall::{Collocated, LocalAnswer, LocalCaller};
 use bytes::BytesMut;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -77,14 +77,18 @@ impl OrbInner {
             offset: 0,
             order: ByteOrder::NATIVE,
         };
+        let caller = match (twoway, task) {
+            (false, _) => LocalCaller::Oneway,
+            (true, None) => LocalCaller::Thread,
+            (true, Some(slot)) => LocalCaller::Task(slot),
+        };
         self.call_collocated(
             profile.object_key.clone(),
             operation,
-            twoway,
+            caller,
             body,
             deadline,
             params.metadata,
-            task,
         )
     }
 }

@@ -32,7 +32,7 @@ use crate::metadata::Metadata;
 use crate::orb::OrbInner;
 use crate::servant::{Context, Discard, ReplySink};
 use crate::server::dispatch::ReplyBody;
-use crate::upcall::{Collocated, LocalAnswer, LocalDeferred, Serving};
+use crate::upcall::{Collocated, LocalAnswer, LocalCaller, LocalDeferred, Serving};
 use bytes::{Bytes, BytesMut};
 use bytestring::ByteString;
 use std::any::Any;
@@ -45,12 +45,12 @@ impl Collocated for OrbInner {
         &self,
         key: Bytes,
         operation: &str,
-        twoway: bool,
+        caller: LocalCaller<'_>,
         body: Body,
         deadline: Instant,
         metadata: &[ServiceContext],
-        task: Option<&Arc<TaskSlot>>,
     ) -> Result<LocalAnswer, SystemException> {
+        let twoway = caller.twoway();
         self.stats.collocated_calls.fetch_add(1, Ordering::Relaxed);
         let span = tracing::debug_span!(
             "collocated",
@@ -90,7 +90,7 @@ impl Collocated for OrbInner {
                 d.install(Box::new(Discard), &ctx);
                 return Ok(LocalAnswer::Now(None));
             }
-            let Some(slot) = task else {
+            let LocalCaller::Task(slot) = caller else {
                 return self.wait_deferred(d, ctx, deadline).map(LocalAnswer::Now);
             };
             // An asynchronous caller is not held up: the answer completes its future.

@@ -77,7 +77,7 @@ impl Orb {
     /// level-triggered poller, and never read it.
     ///
     /// A driver loop, in outline (the `tokio` feature's
-    /// [`protorb::tokio::drive`](crate::tokio::drive) is one):
+    /// `protorb::tokio::drive` is one):
     ///
     /// 1. Wait until the fd is readable, or until the last turn's
     ///    [`next_timer`](Turn::next_timer), or until the waker given to
