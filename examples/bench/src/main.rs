@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! orb-bench server --port PORT --threads T [--impl orb|raw|raw-epoll|tonic]   # until SIGTERM/SIGINT
-//! orb-bench client --port PORT lat|lat-async|tput [N]|tput-async [N]|big [--impl IMPL] [--quick] [--client-threads T] [--no-driver]
+//! orb-bench client --port PORT lat|lat-async|tput [N]|tput-async [N]|big [--impl IMPL] [--quick] [--client-threads T] [--no-driver] [--in-task]
 //! orb-bench nest --depth D [--threads T] [--impl orb|raw|raw-epoll|tonic]
 //! orb-bench report FILE...                                    # markdown tables of run.sh files
 //! ```
@@ -45,7 +45,7 @@ use workload::{EchoConn, Params};
 const USAGE: &str = "usage:
   orb-bench server --port PORT --threads T [--impl orb|raw|raw-epoll|tonic]
   orb-bench client --port PORT lat|lat-async|tput [N]|tput-async [N]|big
-                   [--impl orb|raw|raw-epoll|tonic] [--quick] [--client-threads T] [--no-driver]
+                   [--impl orb|raw|raw-epoll|tonic] [--quick] [--client-threads T] [--no-driver] [--in-task]
   orb-bench nest --depth D [--threads T] [--impl orb|raw|raw-epoll|tonic]
   orb-bench report FILE...";
 
@@ -83,6 +83,8 @@ struct Args {
     client_threads: Option<usize>,
     /// `--no-driver`: asynchronous workloads without `protorb::tokio::drive`.
     no_driver: bool,
+    /// `--in-task`: `lat-async` runs its calls in a spawned task (see `Params`).
+    in_task: bool,
 }
 
 fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -97,6 +99,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         quick: false,
         client_threads: None,
         no_driver: false,
+        in_task: false,
     };
     while let Some(arg) = it.next() {
         let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
@@ -119,6 +122,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--depth" => a.depth = Some(parse(&value("--depth")?, "--depth")?),
             "--quick" => a.quick = true,
             "--no-driver" => a.no_driver = true,
+            "--in-task" => a.in_task = true,
             "--client-threads" => {
                 a.client_threads = Some(parse(&value("--client-threads")?, "--client-threads")?);
             }
@@ -219,9 +223,14 @@ fn client(a: &Args) -> Result<(), String> {
             tput_measure: std::time::Duration::from_secs(1),
             big_warmup: 2,
             big_calls: 20,
+            lat_async_in_task: false,
         }
     } else {
         Params::default()
+    };
+    let params = Params {
+        lat_async_in_task: a.in_task,
+        ..params
     };
     let workload = a.positional.first().ok_or("client needs a workload")?;
     let imp = a.imp.name();

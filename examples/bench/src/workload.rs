@@ -23,6 +23,10 @@ pub struct Params {
     pub tput_measure: Duration,
     pub big_warmup: usize,
     pub big_calls: usize,
+    /// `lat-async --in-task`: the call loop runs in a spawned task rather than as the
+    /// `block_on` future (tokio polls its I/O driver once more, without waiting, before it
+    /// polls a woken `block_on` future; a woken task runs without that).
+    pub lat_async_in_task: bool,
 }
 
 impl Default for Params {
@@ -34,6 +38,7 @@ impl Default for Params {
             tput_measure: Duration::from_secs(5),
             big_warmup: 20,
             big_calls: 200,
+            lat_async_in_task: false,
         }
     }
 }
@@ -251,7 +256,8 @@ pub fn lat_async<C: AsyncEchoConn>(
 ) -> Result<Outcome, String> {
     let data = payload(1, SMALL);
     let p = p.clone();
-    let (lats, wall, ctx) = rt.block_on(async move {
+    let in_task = p.lat_async_in_task;
+    let run = async move {
         for _ in 0..p.lat_warmup {
             check(&conn.echo(data.clone()).await?, &data)?;
         }
@@ -267,7 +273,16 @@ pub fn lat_async<C: AsyncEchoConn>(
         }
         let wall = start.elapsed().as_secs_f64();
         Ok::<_, String>((lats, wall, CtxSwitches::now().since(ctx0)))
-    })?;
+    };
+    let (lats, wall, ctx) = if in_task {
+        rt.block_on(async move {
+            tokio::spawn(run)
+                .await
+                .map_err(|e| format!("lat-async task: {e}"))?
+        })?
+    } else {
+        rt.block_on(run)?
+    };
     let calls = lats.len() as u64;
     let s = lats.sorted();
     let line = JsonLine::new()

@@ -18,6 +18,8 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 thread_local! {
     /// This thread's bound participant from its last call, for its next one.
     static SPARE: std::cell::Cell<Option<Arc<Participant>>> = const { std::cell::Cell::new(None) };
+    /// This thread's participant from its last turn (`Orb::turn`), for its next one.
+    static TURN_SPARE: std::cell::Cell<Option<Arc<Participant>>> = const { std::cell::Cell::new(None) };
 }
 
 /// One thread's presence in the pool (for one wait).
@@ -26,6 +28,9 @@ pub(crate) struct Participant {
     pub(crate) id: u64,
     /// A pool thread that only serves (no reply to wait for).
     pub(crate) unbound: bool,
+    /// An event-loop driver's turn (`Orb::turn`; unbound too): the replies it hands out wake
+    /// tasks that run only after the turn, so it holds no writes for them.
+    pub(crate) turn: bool,
     pub(super) cv: Condvar,
     pub(super) slot: Mutex<Option<Completion>>,
     /// Whether `slot` holds a completion: written under the slot's lock, read without it
@@ -87,10 +92,38 @@ impl Participant {
         Arc::new(Self::new(true))
     }
 
+    /// A participant for one turn of an event-loop driver: this thread's spare one from its
+    /// last turn (a turn leaves nothing behind in it: it waits for nothing and is in no list
+    /// once the turn is over), or a new one. Give it back with
+    /// [`recycle_turn`](Self::recycle_turn).
+    pub(crate) fn for_turn() -> Arc<Self> {
+        #[cfg(not(orb_loom))]
+        if let Some(p) = TURN_SPARE.take() {
+            return p;
+        }
+        let mut p = Self::new(true);
+        p.turn = true;
+        Arc::new(p)
+    }
+
+    /// Keeps a turn's participant for this thread's next turn, if nothing else holds it.
+    pub(crate) fn recycle_turn(p: Arc<Self>) {
+        #[cfg(not(orb_loom))]
+        {
+            let mut p = p;
+            if p.turn && Arc::get_mut(&mut p).is_some() {
+                TURN_SPARE.set(Some(p));
+            }
+        }
+        #[cfg(orb_loom)]
+        drop(p);
+    }
+
     fn new(unbound: bool) -> Self {
         Participant {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             unbound,
+            turn: false,
             cv: Condvar::new(),
             slot: Mutex::new(None),
             done: AtomicBool::new(false),

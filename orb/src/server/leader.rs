@@ -175,7 +175,8 @@ impl OrbInner {
                 // Holding writes batches the requests of the callers this leader wakes; for
                 // the leader's own reply (it leaves right after) it would only cost locks.
                 let for_others = match &frame.message {
-                    Message::Reply(r) => p.unbound || !p.awaits(r.header.request_id),
+                    // Not for a turn: the tasks it wakes run after it.
+                    Message::Reply(r) => !p.turn && (p.unbound || !p.awaits(r.header.request_id)),
                     _ => false,
                 };
                 if for_others && !holding {

@@ -130,7 +130,7 @@ impl Orb {
 impl OrbInner {
     /// [`Orb::turn`](crate::Orb::turn).
     pub(crate) fn turn(&self) -> Turn {
-        let p = Participant::unbound();
+        let p = Participant::for_turn();
         let (mut led, mut more, mut rounds) = (false, false, 0);
         // Whether this turn holds the role, or left it vacant for an upcall (and must pass
         // it on if it does not take it back).
@@ -170,6 +170,7 @@ impl OrbInner {
             // As a leaving leader: the standby (armed), a follower, or nobody.
             self.lf.leave(&p, self, false);
         }
+        Participant::recycle_turn(p);
         let shut_down = self.lf.is_shutdown();
         Turn {
             led,
