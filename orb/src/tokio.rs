@@ -19,7 +19,10 @@ use ::tokio::io::unix::AsyncFd;
 use ::tokio::io::Interest;
 use std::future::Future;
 use std::os::fd::{AsRawFd, RawFd};
-use std::task::Poll;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 /// The ORB's event fd, owning the ORB so that the fd stays open while tokio watches it.
@@ -50,32 +53,150 @@ const DUE_RETRY: Duration = Duration::from_millis(1);
 /// not shut down by dropping the application's handles: call [`Orb::shutdown`].
 ///
 /// Needs a runtime with I/O and time enabled (`enable_all`). One driver per ORB is enough;
-/// more compete harmlessly.
+/// more compete harmlessly. See also [`drive_with`], which drives the loop inside the task
+/// that awaits the replies.
 // Not an `async fn`: the signature promises `Send + 'static`, which `tokio::spawn` needs,
 // instead of leaving it to inference.
 #[allow(clippy::manual_async_fn)]
 pub fn drive(orb: Orb) -> impl Future<Output = std::io::Result<()>> + Send + 'static {
     async move {
+        let mut driver = Driver::new(orb)?;
+        std::future::poll_fn(move |cx| driver.poll(cx)).await
+    }
+}
+
+/// Runs `future` with `orb`'s event loop driven in the same task (as [`drive`] does), until
+/// `future` completes; returns its output, or the event fd's error.
+///
+/// Where [`drive`] is a task of its own, whose turns wake the task awaiting a reply, this
+/// polls the two together: a reply that a turn reads wakes `future` inside the same poll,
+/// and `future` is polled again at once. For the future given to `Runtime::block_on` (or
+/// `#[tokio::main]`) that matters: tokio polls its I/O driver once more, without waiting,
+/// before it polls a woken `block_on` future; here `future` is never woken from outside
+/// while this poll runs, so that poll is spared (measured: one `epoll_wait` per call in
+/// `lat-async`).
+///
+/// ```no_run
+/// # fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let orb = protorb::Orb::builder().no_listen().threads(0).build()?;
+/// let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+/// let answer = rt.block_on(protorb::tokio::drive_with(orb.clone(), async {
+///     // ... asynchronous calls on `orb` ...
+///     42
+/// }))?;
+/// # let _ = answer; Ok(()) }
+/// ```
+pub async fn drive_with<F: Future>(orb: Orb, future: F) -> std::io::Result<F::Output> {
+    let mut driver = Some(Driver::new(orb)?);
+    let mut future = std::pin::pin!(future);
+    let inner = Arc::new(InnerWake {
+        woken: AtomicBool::new(false),
+        polling: AtomicBool::new(false),
+        outer: Mutex::new(None),
+    });
+    let waker = Waker::from(inner.clone());
+    std::future::poll_fn(move |cx| {
+        inner.set_outer(cx.waker());
+        loop {
+            inner.polling.store(true, Ordering::SeqCst);
+            inner.woken.store(false, Ordering::SeqCst);
+            if let Poll::Ready(out) = future.as_mut().poll(&mut Context::from_waker(&waker)) {
+                return Poll::Ready(Ok(out));
+            }
+            if let Some(d) = &mut driver {
+                match d.poll(cx) {
+                    Poll::Ready(Ok(())) => driver = None, // shut down: only `future` is left
+                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                    Poll::Pending => {}
+                }
+            }
+            // Paired with `InnerWake::wake_by_ref`: a wake-up after this is forwarded.
+            inner.polling.store(false, Ordering::SeqCst);
+            if !inner.woken.swap(false, Ordering::SeqCst) {
+                return Poll::Pending;
+            }
+        }
+    })
+    .await
+}
+
+/// The waker `drive_with` gives its future: a wake-up during `drive_with`'s own poll (a
+/// turn completing a reply) is noted, and the future polled again in that poll; any other
+/// is forwarded to the task's waker.
+struct InnerWake {
+    woken: AtomicBool,
+    polling: AtomicBool,
+    outer: Mutex<Option<Waker>>,
+}
+
+impl InnerWake {
+    fn set_outer(&self, w: &Waker) {
+        let mut outer = self.outer.lock().unwrap_or_else(|p| p.into_inner());
+        match &mut *outer {
+            Some(o) if o.will_wake(w) => {}
+            o => *o = Some(w.clone()),
+        }
+    }
+}
+
+impl Wake for InnerWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::SeqCst);
+        if !self.polling.load(Ordering::SeqCst) {
+            let outer = self.outer.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            if let Some(w) = outer {
+                w.wake();
+            }
+        }
+    }
+}
+
+/// The driver's state: the event fd's registration and the timer sleep.
+struct Driver {
+    orb: Orb,
+    fd: AsyncFd<EventFd>,
+    sleep: Pin<Box<::tokio::time::Sleep>>,
+    sleeping_until: Option<Instant>,
+    not_before: Instant,
+    /// Whatever was ready before the fd was registered is turned first.
+    first: bool,
+}
+
+impl Driver {
+    fn new(orb: Orb) -> std::io::Result<Self> {
         // SAFETY: the fd is the ORB's epoll fd, which `EventFd` keeps open (it owns an `Orb`,
         // hence the reactor holding the fd) and unchanged for as long as the `AsyncFd` lives.
         #[allow(unsafe_code)]
         let fd =
             unsafe { AsyncFd::register_with_interest(EventFd(orb.clone()), Interest::READABLE)? };
-        let mut sleep = Box::pin(::tokio::time::sleep(Duration::ZERO));
-        let mut sleeping_until: Option<Instant> = None;
-        let mut not_before = Instant::now();
-        // Whatever was ready before the fd was registered.
-        let mut first = true;
-        std::future::poll_fn(move |cx| loop {
+        Ok(Driver {
+            orb,
+            fd,
+            sleep: Box::pin(::tokio::time::sleep(Duration::ZERO)),
+            sleeping_until: None,
+            not_before: Instant::now(),
+            first: true,
+        })
+    }
+
+    /// Turns while the fd is readable or a timer is due; `Ready(Ok)` once the ORB is shut
+    /// down.
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let orb = &self.orb;
+        loop {
             if orb.is_shut_down() {
                 return Poll::Ready(Ok(()));
             }
-            let ready = match fd.poll_read_ready(cx) {
+            let ready = match self.fd.poll_read_ready(cx) {
                 Poll::Ready(Ok(guard)) => Some(guard),
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => None,
             };
-            if ready.is_some() || std::mem::take(&mut first) {
+            if ready.is_some() || std::mem::take(&mut self.first) {
                 let turn = orb.turn();
                 if turn.more() {
                     // Work left that the fd may not announce again: keep its readiness and
@@ -91,18 +212,20 @@ pub fn drive(orb: Orb) -> impl Future<Output = std::io::Result<()>> + Send + 'st
             // The fd is quiet (and this task's waker registered for it): sleep until the next
             // timer, registered to hear of a nearer one.
             let Some(due) = orb.watch_timers(cx.waker()) else {
-                sleeping_until = None;
+                self.sleeping_until = None;
                 return Poll::Pending;
             };
-            let at = due.max(not_before);
-            if sleeping_until != Some(at) {
-                sleep.as_mut().reset(::tokio::time::Instant::from_std(at));
-                sleeping_until = Some(at);
+            let at = due.max(self.not_before);
+            if self.sleeping_until != Some(at) {
+                self.sleep
+                    .as_mut()
+                    .reset(::tokio::time::Instant::from_std(at));
+                self.sleeping_until = Some(at);
             }
-            if sleep.as_mut().poll(cx).is_pending() {
+            if self.sleep.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
             }
-            sleeping_until = None;
+            self.sleeping_until = None;
             let turn = orb.turn();
             if turn.more() {
                 cx.waker().wake_by_ref();
@@ -111,9 +234,8 @@ pub fn drive(orb: Orb) -> impl Future<Output = std::io::Result<()>> + Send + 'st
             let now = Instant::now();
             if turn.next_timer().is_some_and(|t| t <= now) {
                 // Another thread leads and has not run it yet: look again in a moment.
-                not_before = now + DUE_RETRY;
+                self.not_before = now + DUE_RETRY;
             }
-        })
-        .await
+        }
     }
 }

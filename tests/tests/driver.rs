@@ -223,3 +223,47 @@ fn a_deadline_fires_under_the_driver_alone() {
         assert_eq!(err.kind(), Some(SystemExceptionKind::TIMEOUT), "{err}");
     }
 }
+
+/// `drive_with`: the event loop driven inside the `block_on` future itself, with many calls
+/// in flight from it and from spawned tasks; every reply reaches its own future, and the
+/// future's output comes back.
+#[test]
+fn drive_with_runs_the_future_and_the_event_loop_together() {
+    let server = Orb::builder().threads(2).build().unwrap();
+    let (_, r) = activate_echo(&server);
+    let client = Orb::builder().threads(0).no_listen().build().unwrap();
+    let stub = EchoClient::new(&client, r);
+    let c = client.clone();
+    let n = within(120, move || {
+        current_thread()
+            .block_on(protorb::tokio::drive_with(c, async move {
+                let spawned: Vec<_> = (0..4u32)
+                    .map(|t| {
+                        let stub = stub.clone();
+                        tokio::spawn(async move {
+                            for i in 0..200u32 {
+                                assert_eq!(stub.echo_async(msg(t, i)).await.unwrap(), msg(t, i));
+                            }
+                        })
+                    })
+                    .collect();
+                let calls: Vec<_> = (0..300u32).map(|i| stub.echo_async(msg(9, i))).collect();
+                for (i, r) in join_all(calls).await.into_iter().enumerate() {
+                    assert_eq!(r.unwrap(), msg(9, i as u32), "reply {i}");
+                }
+                for t in spawned {
+                    t.await.unwrap();
+                }
+                // One at a time too (the `lat-async` pattern).
+                for i in 300..400u32 {
+                    assert_eq!(stub.echo_async(msg(9, i)).await.unwrap(), msg(9, i));
+                }
+                1200
+            }))
+            .unwrap()
+    });
+    assert_eq!(n, 1200);
+    assert_eq!(client.stats().replies_received, 1200);
+    client.shutdown();
+    server.shutdown();
+}

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! orb-bench server --port PORT --threads T [--impl orb|raw|raw-epoll|tonic]   # until SIGTERM/SIGINT
-//! orb-bench client --port PORT lat|lat-async|tput [N]|tput-async [N]|big [--impl IMPL] [--quick] [--client-threads T] [--no-driver] [--in-task]
+//! orb-bench client --port PORT lat|lat-async|tput [N]|tput-async [N]|big [--impl IMPL] [--quick] [--client-threads T] [--no-driver] [--driver-task] [--in-task]
 //! orb-bench nest --depth D [--threads T] [--impl orb|raw|raw-epoll|tonic]
 //! orb-bench report FILE...                                    # markdown tables of run.sh files
 //! ```
@@ -15,8 +15,9 @@
 //! runs (not the protocol's numbers). `--client-threads T` gives the client ORB T pool threads
 //! (default: 0 for `lat` and `big`, one caller at a time; 2, the ORB's default, for `tput`;
 //! see `orb_impl::client_orb`; 0 for `lat-async` and `tput-async`, whose replies the runtime's
-//! thread reads itself through `protorb::tokio::drive`, or 2 with `--no-driver`, when only
-//! pool threads read them). The client's JSON line says which it used. For `--impl tonic` it is the
+//! thread reads itself, the workload's future driving the event loop with
+//! `protorb::tokio::drive_with` (`--driver-task`: a `protorb::tokio::drive` task instead), or 2
+//! with `--no-driver`, when only pool threads read them). The client's JSON line says which it used. For `--impl tonic` it is the
 //! client runtime's worker threads (see `tonic_impl`). `examples/bench/run.sh` runs everything
 //! side by side.
 //!
@@ -45,7 +46,7 @@ use workload::{EchoConn, Params};
 const USAGE: &str = "usage:
   orb-bench server --port PORT --threads T [--impl orb|raw|raw-epoll|tonic]
   orb-bench client --port PORT lat|lat-async|tput [N]|tput-async [N]|big
-                   [--impl orb|raw|raw-epoll|tonic] [--quick] [--client-threads T] [--no-driver] [--in-task]
+                   [--impl orb|raw|raw-epoll|tonic] [--quick] [--client-threads T] [--no-driver] [--driver-task] [--in-task]
   orb-bench nest --depth D [--threads T] [--impl orb|raw|raw-epoll|tonic]
   orb-bench report FILE...";
 
@@ -85,6 +86,9 @@ struct Args {
     no_driver: bool,
     /// `--in-task`: `lat-async` runs its calls in a spawned task (see `Params`).
     in_task: bool,
+    /// `--driver-task`: the ORB's driver is a task of its own (`protorb::tokio::drive`)
+    /// instead of running inside the workload's future (`drive_with`).
+    driver_task: bool,
 }
 
 fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -100,6 +104,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         client_threads: None,
         no_driver: false,
         in_task: false,
+        driver_task: false,
     };
     while let Some(arg) = it.next() {
         let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
@@ -123,6 +128,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--quick" => a.quick = true,
             "--no-driver" => a.no_driver = true,
             "--in-task" => a.in_task = true,
+            "--driver-task" => a.driver_task = true,
             "--client-threads" => {
                 a.client_threads = Some(parse(&value("--client-threads")?, "--client-threads")?);
             }
@@ -268,11 +274,15 @@ fn client(a: &Args) -> Result<(), String> {
                 orb_impl::ASYNC_CALLER_THREADS
             });
             let orb = orb_impl::client_orb(threads)?;
-            let conn =
-                orb_impl::OrbAsyncConn(std::sync::Arc::new(orb_impl::echo_client(&orb, port)?));
+            let conn = orb_impl::OrbAsyncConn {
+                stub: std::sync::Arc::new(orb_impl::echo_client(&orb, port)?),
+                drive_inline: (driven && !a.driver_task).then(|| orb.clone()),
+            };
             let rt = workload::current_thread_runtime()?;
-            // The driver task runs on the runtime's one thread, beside the workload's tasks.
-            let driver = driven.then(|| rt.spawn(protorb::tokio::drive(orb.clone())));
+            // `--driver-task`: the driver is a task of its own on the runtime's one thread,
+            // beside the workload's; otherwise the workload's future drives the loop itself.
+            let driver =
+                (driven && a.driver_task).then(|| rt.spawn(protorb::tokio::drive(orb.clone())));
             let r = if workload == "lat-async" {
                 workload::lat_async(&rt, conn, &params, imp)
             } else {
@@ -288,10 +298,14 @@ fn client(a: &Args) -> Result<(), String> {
             }
             let mut r = r?;
             assert_eq!(opened, 1, "{workload} must use one connection");
-            r.line = r
-                .line
-                .int("client_threads", threads as u64)
-                .bool("driver", driven);
+            r.line = r.line.int("client_threads", threads as u64).str(
+                "driver",
+                match (driven, a.driver_task) {
+                    (false, _) => "none",
+                    (true, false) => "drive_with",
+                    (true, true) => "task",
+                },
+            );
             r
         }
         (Impl::Tonic, "lat-async" | "tput-async") => {

@@ -102,16 +102,34 @@ impl EchoConn for OrbConn<'_> {
 /// on the runtime's thread, or a pool thread with `--no-driver`, reads the reply and wakes
 /// the task).
 #[derive(Clone)]
-pub struct OrbAsyncConn(pub Arc<EchoClient>);
+pub struct OrbAsyncConn {
+    pub stub: Arc<EchoClient>,
+    /// The ORB whose event loop the workload's future drives itself
+    /// (`protorb::tokio::drive_with`); `None`: a driver task, or pool threads, do.
+    pub drive_inline: Option<protorb::Orb>,
+}
 
 impl AsyncEchoConn for OrbAsyncConn {
     type Reply = Payload;
+
+    fn block_on<F: std::future::Future>(
+        &self,
+        rt: &tokio::runtime::Runtime,
+        fut: F,
+    ) -> Result<F::Output, String> {
+        match &self.drive_inline {
+            Some(orb) => rt
+                .block_on(protorb::tokio::drive_with(orb.clone(), fut))
+                .map_err(|e| format!("driver: {e}")),
+            None => Ok(rt.block_on(fut)),
+        }
+    }
 
     fn echo(
         &mut self,
         data: Vec<u8>,
     ) -> impl std::future::Future<Output = Result<Payload, String>> + Send {
-        let reply = self.0.echo_async(Payload { data: data.into() });
+        let reply = self.stub.echo_async(Payload { data: data.into() });
         async move { reply.await.map_err(|e| e.to_string()) }
     }
 }

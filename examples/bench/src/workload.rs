@@ -235,6 +235,16 @@ pub trait AsyncEchoConn: Clone + Send + 'static {
         &mut self,
         data: Vec<u8>,
     ) -> impl std::future::Future<Output = Result<Self::Reply, String>> + Send;
+
+    /// Runs the workload's future on `rt` (the ORB drives its event loop inside it with
+    /// `protorb::tokio::drive_with`, unless its driver is a task of its own).
+    fn block_on<F: std::future::Future>(
+        &self,
+        rt: &tokio::runtime::Runtime,
+        fut: F,
+    ) -> Result<F::Output, String> {
+        Ok(rt.block_on(fut))
+    }
 }
 
 /// The runtime of the asynchronous workloads: tokio's current-thread runtime, so the one client
@@ -257,6 +267,7 @@ pub fn lat_async<C: AsyncEchoConn>(
     let data = payload(1, SMALL);
     let p = p.clone();
     let in_task = p.lat_async_in_task;
+    let runner = conn.clone();
     let run = async move {
         for _ in 0..p.lat_warmup {
             check(&conn.echo(data.clone()).await?, &data)?;
@@ -275,13 +286,13 @@ pub fn lat_async<C: AsyncEchoConn>(
         Ok::<_, String>((lats, wall, CtxSwitches::now().since(ctx0)))
     };
     let (lats, wall, ctx) = if in_task {
-        rt.block_on(async move {
+        runner.block_on(rt, async move {
             tokio::spawn(run)
                 .await
                 .map_err(|e| format!("lat-async task: {e}"))?
-        })?
+        })??
     } else {
-        rt.block_on(run)?
+        runner.block_on(rt, run)??
     };
     let calls = lats.len() as u64;
     let s = lats.sorted();
@@ -314,7 +325,8 @@ pub fn tput_async<C: AsyncEchoConn>(
     imp: &str,
 ) -> Result<Outcome, String> {
     let (warmup, measure) = (p.tput_warmup, p.tput_measure);
-    let (all, ctx) = rt.block_on(async move {
+    let runner = conn.clone();
+    let (all, ctx) = runner.block_on(rt, async move {
         let begin = Instant::now();
         let warm_end = begin + warmup;
         let end = warm_end + measure;
@@ -374,7 +386,7 @@ pub fn tput_async<C: AsyncEchoConn>(
             Some(e) => Err(e.clone()),
             None => Ok((all, ctx)),
         }
-    })?;
+    })??;
     let calls = all.len() as u64;
     let s = all.sorted();
     let secs = measure.as_secs_f64();

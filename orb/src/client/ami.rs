@@ -15,8 +15,10 @@
 //!   task's slot and calls its [`Waker`](std::task::Waker). Nobody waits in the pool for it,
 //!   so some thread must lead the event loop: the ORB's pool threads do (an idle pool always
 //!   has a leader, or an armed standby that the first event wakes). An ORB built with
-//!   `threads(0)` has none: its application must then run [`Orb::run`] on a thread of its
-//!   own, or the reply is only read while some blocking call of the same ORB is waiting.
+//!   `threads(0)` has none: its application must then drive the event loop from its own
+//!   runtime ([`Orb::turn`] when [`Orb::event_fd`] is readable: `protorb::tokio::drive`), or
+//!   run [`Orb::run`] on a thread of its own, or the reply is only read while some blocking
+//!   call of the same ORB is waiting.
 //! - **Its deadline is a timer.** The leader's poll covers the nearest deadline of the
 //!   asynchronous calls in flight (`timers::Deadlines`); when one passes, the leader takes
 //!   its waiter out of the `Mux`, sends CancelRequest and completes the future with TIMEOUT.
@@ -65,7 +67,9 @@ use std::time::{Duration, Instant};
 /// The request is already on its way when you get this future. It needs no particular
 /// runtime (it is woken through [`std::task::Waker`]: tokio, `futures::executor::block_on` or
 /// any other executor will do), but it needs a thread leading the ORB's event loop: the
-/// ORB's pool threads, or, with `threads(0)`, a thread in [`Orb::run`].
+/// ORB's pool threads, or, with `threads(0)`, a thread in [`Orb::run`], or the application's
+/// own event loop calling [`Orb::turn`] (with tokio: `protorb::tokio::drive`), which then
+/// reads the reply on the thread that awaits it.
 ///
 /// Its [`Waker`](std::task::Waker) is called from the thread leading the ORB's event loop:
 /// it should schedule the task (as tokio's and `futures`' executors do), not poll it there
@@ -89,7 +93,7 @@ pub struct ReplyFuture {
 #[derive(Debug)]
 struct AfterHooks {
     orb: Orb,
-    target: ObjectRef,
+    target: Arc<ObjectRef>,
     operation: Box<str>,
     metadata: Metadata,
 }
@@ -105,7 +109,7 @@ enum State {
 /// What a call sends, kept to send it again after a LOCATION_FORWARD or a CloseConnection.
 #[derive(Debug)]
 struct Call {
-    target: ObjectRef,
+    target: Arc<ObjectRef>,
     operation: Box<str>,
     body: Bytes,
     deadline: Instant,
@@ -146,7 +150,7 @@ impl ReplyFuture {
     /// [`ObjectProxy::invoke_async`]: crate::ObjectProxy::invoke_async
     pub(crate) fn start(
         orb: &Orb,
-        target: &ObjectRef,
+        target: &Arc<ObjectRef>,
         operation: &str,
         body: Bytes,
         timeout: Option<Duration>,
@@ -310,7 +314,7 @@ impl OrbInner {
             Next::Again(forwarded) => {
                 call.hops += 1;
                 if let Some(t) = forwarded {
-                    call.target = t;
+                    call.target = Arc::new(t);
                 }
                 InFlight::send(orb, call)
             }
@@ -501,7 +505,7 @@ impl ReplyFuture {
                     let (orb, mut call) = (f.orb.clone(), f.take_call());
                     call.hops += 1;
                     if let Some(t) = forwarded {
-                        call.target = t;
+                        call.target = Arc::new(t);
                     }
                     // The finished one is dropped here, doing nothing.
                     this.state = InFlight::send(&orb, call);
