@@ -95,11 +95,19 @@ pub async fn drive_with<F: Future>(orb: Orb, future: F) -> std::io::Result<F::Ou
         outer: Mutex::new(None),
     });
     let waker = Waker::from(inner.clone());
+    // The task's waker as last given to `inner` (the same on every poll, under `block_on`):
+    // compared here, so that `inner`'s lock is taken only when it changes.
+    let mut outer: Option<Waker> = None;
     std::future::poll_fn(move |cx| {
-        inner.set_outer(cx.waker());
-        loop {
-            inner.polling.store(true, Ordering::SeqCst);
-            inner.woken.store(false, Ordering::SeqCst);
+        if !outer.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            inner.set_outer(cx.waker());
+            outer = Some(cx.waker().clone());
+        }
+        for _ in 0..ROUNDS {
+            // Relaxed: a wake-up that misses it is forwarded to the task, which only costs
+            // a poll more. A wake-up before the future's poll is seen by that poll, so
+            // `woken` needs no reset here (a stale one costs one more round).
+            inner.polling.store(true, Ordering::Relaxed);
             if let Poll::Ready(out) = future.as_mut().poll(&mut Context::from_waker(&waker)) {
                 return Poll::Ready(Ok(out));
             }
@@ -116,9 +124,15 @@ pub async fn drive_with<F: Future>(orb: Orb, future: F) -> std::io::Result<F::Ou
                 return Poll::Pending;
             }
         }
+        // A future that keeps waking itself: let the runtime's other tasks run.
+        cx.waker().wake_by_ref();
+        Poll::Pending
     })
     .await
 }
+
+/// Rounds of polling the future again within one poll of [`drive_with`], at most.
+const ROUNDS: usize = 16;
 
 /// The waker `drive_with` gives its future: a wake-up during `drive_with`'s own poll (a
 /// turn completing a reply) is noted, and the future polled again in that poll; any other

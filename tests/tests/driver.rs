@@ -267,3 +267,31 @@ fn drive_with_runs_the_future_and_the_event_loop_together() {
     client.shutdown();
     server.shutdown();
 }
+
+/// `drive_with` with a future that wakes itself while it is polled (as a hand-written
+/// yield does): it still completes, and the runtime's other tasks still run meanwhile.
+#[test]
+fn drive_with_a_self_waking_future_completes() {
+    let client = Orb::builder().threads(0).no_listen().build().unwrap();
+    let c = client.clone();
+    let n = within(60, move || {
+        current_thread()
+            .block_on(protorb::tokio::drive_with(c, async {
+                let other = tokio::spawn(async { 7 });
+                let mut left = 1000;
+                std::future::poll_fn(|cx| {
+                    left -= 1;
+                    if left == 0 {
+                        return std::task::Poll::Ready(());
+                    }
+                    cx.waker().wake_by_ref();
+                    std::task::Poll::Pending
+                })
+                .await;
+                other.await.unwrap()
+            }))
+            .unwrap()
+    });
+    assert_eq!(n, 7);
+    client.shutdown();
+}
