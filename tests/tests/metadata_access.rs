@@ -155,6 +155,37 @@ fn a_servants_reply_metadata_reaches_the_client_interceptor() {
 }
 
 #[test]
+fn an_async_calls_interceptor_sees_its_reply_metadata() {
+    let log: Log = Arc::default();
+    let (server, target, _) = tagger_server(false);
+    let client = Orb::builder()
+        .threads(1)
+        .no_listen()
+        .client_interceptor(ReplySeen(log.clone()))
+        .build()
+        .unwrap();
+    let proxy = ObjectProxy::new(&client, target);
+    futures::executor::block_on(async {
+        let tag = proxy.invoke_async("tag", Bytes::from("x"), None);
+        let plain = proxy.invoke_async("plain", Bytes::new(), None);
+        let defer = proxy.invoke_async("defer", Bytes::from("d"), None);
+        assert_eq!(&tag.await.unwrap()[..], b"x");
+        plain.await.unwrap();
+        assert_eq!(&defer.await.unwrap()[..], b"d");
+    });
+    assert_eq!(
+        take(&log),
+        [
+            "tag [0x41420009:2,served-by=tagger]",
+            "plain []",
+            "defer [answered-by=thread,deferred=yes]",
+        ]
+    );
+    client.shutdown();
+    server.shutdown();
+}
+
+#[test]
 fn a_server_interceptor_adds_reply_metadata_even_to_a_refusal() {
     let log: Log = Arc::default();
     let (server, target, runs) = tagger_server(true);

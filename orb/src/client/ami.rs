@@ -96,6 +96,8 @@ struct AfterHooks {
     target: Arc<ObjectRef>,
     operation: Box<str>,
     metadata: Metadata,
+    /// The reply's metadata, once a reply came (decoded only for the hooks).
+    reply_metadata: Metadata,
 }
 
 #[derive(Debug)]
@@ -200,6 +202,7 @@ impl ReplyFuture {
                 target: target.clone(),
                 operation: operation.into(),
                 metadata: request.metadata,
+                reply_metadata: Metadata::new(),
             }));
         }
         let call = Call {
@@ -437,7 +440,7 @@ impl Future for ReplyFuture {
                 target: &h.target,
                 twoway: true,
                 metadata: h.metadata,
-                reply_metadata: Metadata::new(),
+                reply_metadata: h.reply_metadata,
             };
             let outcome = match &result {
                 Ok(_) => Outcome::Ok,
@@ -495,6 +498,10 @@ impl ReplyFuture {
             };
             f.finished = true;
             f.orb.inner.call_deadlines.remove(f.timer);
+            if let (Some(h), Some(Ok(Some(reply)))) = (this.hooks.as_mut(), &completion) {
+                // For the after hooks (decoded only when there are some).
+                h.reply_metadata = super::intercept::reply_metadata(reply);
+            }
             let next = next_step(completion, &f.call);
             match next {
                 Next::Done(r) => {

@@ -75,7 +75,7 @@ impl OrbInner {
 /// The metadata among a reply's service contexts; dropped (with a warning) if the server
 /// sent more than the bound or string pairs that do not decode: the call itself succeeded or
 /// failed on its own, and a hostile server gains nothing by failing it through its metadata.
-/// (For `ami.rs` too, once asynchronous calls read reply metadata.)
+/// (`ami.rs` too, for asynchronous calls.)
 pub(super) fn reply_metadata(reply: &Reply) -> Metadata {
     match Metadata::from_contexts(&reply.header.service_context.0) {
         Ok(md) => md,
