@@ -191,7 +191,7 @@ impl OrbBuilder {
     #[must_use]
     pub fn bidir_allow(
         mut self,
-        allow: impl Fn(&crate::PeerIdentity) -> bool + Send + Sync + 'static,
+        allow: impl Fn(&crate::identity::PeerIdentity) -> bool + Send + Sync + 'static,
     ) -> Self {
         self.config.bidir_allow = Some(crate::config::IdentityRule(Arc::new(allow)));
         self
@@ -305,11 +305,11 @@ impl OrbBuilder {
     }
 
     /// Speaks TLS (rustls): the listener speaks TLS only if `tls` has an identity, and calls
-    /// to references with a TLS endpoint go over TLS. See [`TlsConfig`](crate::TlsConfig).
+    /// to references with a TLS endpoint go over TLS. See [`TlsConfig`](crate::tls::TlsConfig).
     /// An unusable configuration (say, `require_client_cert` without roots) fails the build
     /// with INITIALIZE.
     #[must_use]
-    pub fn tls(mut self, tls: crate::TlsConfig) -> Self {
+    pub fn tls(mut self, tls: crate::tls::TlsConfig) -> Self {
         match tls.setup() {
             Ok(setup) => self.config.tls = Some(setup),
             Err(e) => self.errors.push(format!("TLS: {e}")),
