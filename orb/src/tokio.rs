@@ -231,8 +231,8 @@ impl Driver {
             };
             let at = due.max(self.not_before);
             // Re-armed only for a nearer time: each call's deadline moves the next timer
-            // later, and re-arming tokio's timer for it cost ~800 instructions per call
-            // (callgrind, lat-async). A sleep armed too early just wakes, turns and re-arms.
+            // later, and re-arming tokio's timer wheel for every call is work for nothing.
+            // A sleep armed too early just wakes, turns and re-arms.
             if self.sleeping_until.is_none_or(|armed| at < armed) {
                 self.sleep
                     .as_mut()
