@@ -209,10 +209,16 @@ impl OrbInner {
         match conn.add_connect_waiter(&p) {
             ConnectState::Connected => return Ok(()),
             ConnectState::Closed => {
+                // Closed before this caller came to wait (its TLS handshake failed, say):
+                // the reason the close noted.
+                let why = conn
+                    .close_reason()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default();
                 return Err(SystemException::transient(
                     minor::CONNECT_FAILED,
-                    format!("connection to {} closed while connecting", conn.peer),
-                ))
+                    format!("connection to {} closed while connecting{why}", conn.peer),
+                ));
             }
             ConnectState::Connecting => {}
         }
@@ -425,6 +431,10 @@ impl OrbInner {
     /// Closes a connection once: forgets it, shuts the socket, cancels its running upcalls and
     /// wakes every waiter on it with the exception its cause maps to.
     pub(crate) fn close_connection(&self, conn: &Arc<Connection>, cause: CloseCause) {
+        if let CloseCause::Io(e) = &cause {
+            // Before the close is visible: a caller that then finds it closed reads it.
+            conn.set_close_reason(e.clone());
+        }
         if !conn.mark_closed() {
             return;
         }

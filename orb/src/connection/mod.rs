@@ -155,6 +155,9 @@ pub(crate) struct Connection<S = Stream> {
     /// does not read what we send); `after_write` resumes it.
     pub(crate) write_block: WriteBlock,
     closed: AtomicBool,
+    /// Why it closed, in words (an I/O error, a failed TLS handshake), once it has: for a
+    /// caller that comes to wait on it after the close.
+    close_reason: std::sync::OnceLock<String>,
     /// Bytes this connection has in read buffers, as last reported to the ORB's gauge.
     accounted: AtomicUsize,
     /// Mirror of the outgoing queue's length, updated under the write lock.
@@ -201,6 +204,7 @@ impl<S> Connection<S> {
             dispatch: DispatchGate::new(),
             write_block: WriteBlock::new(),
             closed: AtomicBool::new(false),
+            close_reason: std::sync::OnceLock::new(),
             accounted: AtomicUsize::new(0),
             queued: AtomicUsize::new(0),
             version: AtomicU8::new(NO_VERSION),
@@ -233,6 +237,16 @@ impl<S> Connection<S> {
 
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
+    }
+
+    /// Notes why the connection closed (the first reason given is kept).
+    pub(crate) fn set_close_reason(&self, why: String) {
+        let _ = self.close_reason.set(why);
+    }
+
+    /// Why the connection closed, if a reason was noted.
+    pub(crate) fn close_reason(&self) -> Option<&str> {
+        self.close_reason.get().map(String::as_str)
     }
 
     /// Marks the connection closed; true for the first caller only.
