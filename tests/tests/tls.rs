@@ -4,14 +4,17 @@
 //! handshake that stalls, garbage after the handshake. None of them may disturb other
 //! clients; each is counted in `stats()`.
 
+mod hostile_common;
+
+use hostile_common::{closed_within, wait_until};
 use orb_tests::certs::{Ca, Files, Pki};
 use orb_tests::orbtest::*;
 use orb_tests::{activate_echo, payload, timed_echo};
 use protorb::{Context, Exception, Orb, SystemExceptionKind};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Answers with the caller's certificate common name in `data`.
 struct WhoAmI;
@@ -116,29 +119,6 @@ fn mutual_tls_routes_every_reply_to_its_caller_and_shows_the_client_identity() {
     server.shutdown();
 }
 
-/// Waits until `cond` holds, for at most 20 s (generous: only a hang fails it).
-fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let end = Instant::now() + Duration::from_secs(20);
-    while !cond() {
-        assert!(Instant::now() < end, "timed out waiting for: {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// True once the peer closed `s` (EOF or reset), reading whatever it sent first.
-fn closed_by_peer(s: &mut TcpStream) -> bool {
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let mut buf = [0u8; 4096];
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) => return true,
-            Ok(_) => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
-            Err(_) => return false,
-        }
-    }
-}
-
 #[test]
 fn plaintext_giop_to_a_tls_port_closes_that_connection_only() {
     let pki = Pki::new("alice");
@@ -151,8 +131,11 @@ fn plaintext_giop_to_a_tls_port_closes_that_connection_only() {
     let mut msg = b"GIOP\x01\x02\x01\x03".to_vec();
     msg.extend_from_slice(&[0, 0, 0, 12, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0]);
     raw.write_all(&msg).unwrap();
-    assert!(closed_by_peer(&mut raw), "the server closes it");
-    eventually("the failure is counted", || {
+    assert!(
+        closed_within(&mut raw, Duration::from_secs(20)),
+        "the server closes it"
+    );
+    wait_until(20, "the failure is counted", || {
         server.stats().tls_handshake_failures == 1
     });
 
@@ -200,9 +183,11 @@ fn an_untrusted_or_expired_client_certificate_is_refused() {
         assert_eq!(e.completed, protorb::CompletionStatus::No, "{name}: {e}");
         // One refused handshake: the refusal is final, so the call is not resent on a new
         // connection.
-        eventually(&format!("{name}: the server counts the failure"), || {
-            server.stats().tls_handshake_failures > before
-        });
+        wait_until(
+            20,
+            &format!("{name}: the server counts the failure"),
+            || server.stats().tls_handshake_failures > before,
+        );
         assert_eq!(client.stats().connections_opened, 1, "{name}: not resent");
         assert_eq!(server.stats().tls_handshake_failures, before + 1, "{name}");
         client.shutdown();
@@ -289,9 +274,12 @@ fn a_stalled_handshake_times_out_and_never_stalls_other_clients() {
     assert!(p99 < Duration::from_millis(200), "p99 {p99:?}");
 
     for s in silent.iter_mut().chain([&mut partial]) {
-        assert!(closed_by_peer(s), "the stalled handshake is closed");
+        assert!(
+            closed_within(s, Duration::from_secs(20)),
+            "the stalled handshake is closed"
+        );
     }
-    eventually("timeouts counted", || {
+    wait_until(20, "timeouts counted", || {
         server.stats().tls_handshake_timeouts == 11
     });
     client.shutdown();
@@ -331,13 +319,16 @@ fn garbage_after_the_handshake_closes_that_connection_only() {
     while session.is_handshaking() {
         session.complete_io(&mut sock).expect("handshake");
     }
-    eventually("the server finishes its handshake", || {
+    wait_until(20, "the server finishes its handshake", || {
         server.stats().tls_handshakes == 1
     });
     sock.write_all(&[0x17, 0x03, 0x03, 0x00, 0x10]).unwrap();
     sock.write_all(&[0xAB; 16]).unwrap();
-    assert!(closed_by_peer(&mut sock), "the server closes it");
-    eventually("the TLS error is counted", || {
+    assert!(
+        closed_within(&mut sock, Duration::from_secs(20)),
+        "the server closes it"
+    );
+    wait_until(20, "the TLS error is counted", || {
         server.stats().tls_errors == 1
     });
 
@@ -476,7 +467,7 @@ fn a_client_that_renegotiates_is_refused_without_disturbing_others() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("openssl s_client");
-    eventually("s_client's handshake", || {
+    wait_until(20, "s_client's handshake", || {
         server.stats().tls_handshakes == 1
     });
     let mut stdin = s_client.stdin.take().expect("stdin");

@@ -490,9 +490,6 @@ impl OrbInner {
         }
     }
 
-    /// Records the listen points a peer announced on a connection it opened: calls to those
-    /// endpoints then go over this connection (with odd request ids) instead of a new one.
-    /// Host strings are compared textually, as omniORB does (WIRE-GIOP §5.1).
     /// Whether the peer of `conn` may announce BiDir listen points: anyone over plain TCP
     /// (`bidir_accept` says the application trusts its network), and over TLS only a peer
     /// that presented a verified certificate whose identity `bidir_allow` (if set) allows.
@@ -514,6 +511,10 @@ impl OrbInner {
         allowed
     }
 
+    /// Records the listen points a peer announced on a connection it opened: calls to those
+    /// endpoints then go over this connection (with odd request ids) instead of a new one.
+    /// Host strings are compared textually, as omniORB does (WIRE-GIOP §5.1).
+    ///
     /// Notes the listen points a peer announced on a connection it opened (`bidir_accept`).
     /// They route nothing by themselves: only references that arrive over this connection
     /// and name one of them are called over it (see `OrbInner::bidir_route`), so a peer
