@@ -182,3 +182,23 @@ pub fn timed_echo(
     };
     (t.elapsed(), r)
 }
+
+/// Runs `f` on a thread of its own and fails the test if it does not finish in `secs`
+/// seconds: a hang guard, so a deadlock fails instead of stalling the suite.
+pub fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(Duration::from_secs(secs)) {
+        Ok(v) => {
+            t.join().unwrap();
+            v
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            // The closure panicked: report its panic.
+            std::panic::resume_unwind(t.join().unwrap_err())
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("hung for {secs} s"),
+    }
+}

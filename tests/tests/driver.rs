@@ -8,28 +8,10 @@
 
 use futures::future::join_all;
 use orb_tests::orbtest::*;
-use orb_tests::{activate_echo, activate_node, payload};
+use orb_tests::{activate_echo, activate_node, payload, within};
 use protorb::{Orb, SystemExceptionKind};
 use std::sync::mpsc;
 use std::time::Duration;
-
-/// Runs `f` on a thread of its own and fails the test if it does not finish in `secs`.
-fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    let t = std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(Duration::from_secs(secs)) {
-        Ok(v) => {
-            t.join().unwrap();
-            v
-        }
-        Err(mpsc::RecvTimeoutError::Disconnected) => {
-            std::panic::resume_unwind(t.join().unwrap_err())
-        }
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("hung for {secs} s"),
-    }
-}
 
 fn current_thread() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()

@@ -11,35 +11,14 @@
 use bytes::{Bytes, BytesMut};
 use futures::future::join_all;
 use orb_tests::orbtest::*;
-use orb_tests::{activate_echo, activate_node, payload};
+use orb_tests::{activate_echo, activate_node, payload, within};
 use protorb::giop::{write_reply, Frame, GiopCodec, Message, ReplyHeader, ReplyStatus, Version};
 use protorb::{Orb, SystemExceptionKind};
 use std::future::Future;
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use tokio_util::codec::Decoder;
-
-/// Runs `f` on a thread of its own and fails the test if it does not finish in `secs`
-/// seconds: a hang guard, so a deadlock fails instead of stalling the suite.
-fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    let t = std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(Duration::from_secs(secs)) {
-        Ok(v) => {
-            t.join().unwrap();
-            v
-        }
-        Err(mpsc::RecvTimeoutError::Disconnected) => {
-            // The closure panicked: report its panic.
-            std::panic::resume_unwind(t.join().unwrap_err())
-        }
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("hung for {secs} s"),
-    }
-}
 
 fn pair(client_threads: usize) -> (Orb, Orb, EchoClient, std::sync::Arc<orb_tests::EchoServant>) {
     let server = Orb::builder().threads(2).build().unwrap();
