@@ -188,8 +188,12 @@ impl OrbInner {
                 self.lf.complete(&w, Ok(None), None, self);
             }
         }
-        // Frames queued meanwhile leave now; the writable interest is dropped once done.
-        self.flush(c);
+        if c.stream().tls().is_some() {
+            // Frames queued during the handshake leave now, and the writable interest it
+            // needed is dropped once done. (A plain connect ends on the writable event,
+            // whose own flush does this.)
+            self.flush(c);
+        }
         true
     }
 
