@@ -374,6 +374,8 @@ impl OrbBuilder {
             housekeeping: crate::timers::Housekeeping::new(sweep_timeout),
             call_deadlines: crate::timers::Deadlines::new(),
         });
+        // The idle sweep's first timer, for whoever waits on the event fd.
+        inner.rearm_alarm();
         let mut handles = Vec::new();
         for i in 0..inner.config.threads {
             let o = inner.clone();

@@ -22,6 +22,14 @@
 //! decoded frames not yet handled, or unread socket bytes (mio is edge-triggered; we stop
 //! reading at a budget). The leader serves it before polling.
 //!
+//! The alarm is a timerfd in both poll sets, armed for the ORB's nearest timer (an
+//! asynchronous call's deadline, the idle sweep): whoever waits in either set (the leader,
+//! the standby, or an async runtime waiting on the event fd) is woken when a timer is due,
+//! without counting itself among the timers' watchers or computing a timeout for them. It is
+//! only ever moved earlier: a deadline removed leaves it armed, and it then fires once for
+//! nothing and is re-armed for what is left. So a stream of calls with the same timeout
+//! costs one `timerfd_settime` per timeout period, not one per call.
+//!
 //! The reactor knows readiness, not connections: it is generic over the entry `E` the ORB
 //! registers for a stream (`Arc<Connection>` in production, anything `Clone` in the tests), and
 //! hands it back with each event. It owns the listeners itself (it accepts nothing, but
@@ -34,6 +42,7 @@
 //! | token → entry (`slots`) | [`Reactor`] | `slots`' mutex | `insert` and `remove` (any thread), event resolution (the leader) |
 //! | the ready list | [`Reactor`] | [`Queue`]'s own lock | pushed by the leader or by a thread that wakes it next; popped by the leader |
 //! | the standby's poll set | `Standby` | its mutex | the one standby thread; armed by the leader |
+//! | the alarm's armed time | `Alarm` | its mutex (a lock-free read first) | any thread setting a timer; reset by whoever polls its expiry |
 
 use crate::sync::std_lock as lock;
 use crate::sync::Queue;
@@ -44,11 +53,16 @@ use rustix::event::epoll;
 use slab::Slab;
 use std::io;
 use std::os::fd::AsRawFd;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The waker's token (never a slab index).
 pub(crate) const WAKER: Token = Token(usize::MAX);
+
+/// The alarm's token, in both poll sets (never a slab index: its index half is not one).
+const ALARM: Token = Token(usize::MAX - 1);
 
 /// The main poll set's token in the standby's poll set.
 const MAIN: Token = Token(0);
@@ -66,6 +80,15 @@ pub(crate) enum Entry<E> {
 struct Slot<E> {
     gen: u32,
     entry: Entry<E>,
+}
+
+/// What one [`Reactor::poll`] saw.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Polled {
+    /// Events handed to the handler (wake-ups and the alarm not counted).
+    pub(crate) events: usize,
+    /// The alarm fired: a timer is due, and the alarm needs re-arming.
+    pub(crate) alarm: bool,
 }
 
 /// One readiness event, resolved to its entry.
@@ -99,6 +122,87 @@ pub(crate) struct Reactor<E> {
     /// The last poll filled its `Events` buffer: more events may be waiting in the poll set,
     /// which (edge-triggered) announces them no more. Written by the poll's holder.
     full: std::sync::atomic::AtomicBool,
+    alarm: Alarm,
+}
+
+/// A timerfd registered in both poll sets, armed for the nearest timer (see the module docs).
+///
+/// Invariant: whenever a timer is set for time `t`, the timerfd is armed for `t` or earlier,
+/// or an expiry of it is on its way to a poller that will re-arm it. `armed` is the time it
+/// is armed for (nanoseconds since `epoch`; 0: not armed, or its expiry was taken). A thread
+/// setting a timer stores it (sequentially consistent) before it reads `armed`
+/// ([`Reactor::arm_alarm`]); the poller that takes an expiry clears `armed` before it reads
+/// the timers again: so either the setter arms, or the poller sees its timer.
+#[derive(Debug)]
+struct Alarm {
+    fd: OwnedFd,
+    epoch: Instant,
+    armed: AtomicU64,
+    /// Serialises `timerfd_settime` with the update of `armed`.
+    lock: Mutex<()>,
+}
+
+impl Alarm {
+    fn new() -> io::Result<Self> {
+        use rustix::time::{timerfd_create, TimerfdClockId, TimerfdFlags};
+        Ok(Alarm {
+            fd: timerfd_create(
+                TimerfdClockId::Monotonic,
+                TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
+            )?,
+            epoch: Instant::now(),
+            armed: AtomicU64::new(0),
+            lock: Mutex::new(()),
+        })
+    }
+
+    fn ns(&self, t: Instant) -> u64 {
+        (t.saturating_duration_since(self.epoch).as_nanos() as u64).max(1)
+    }
+
+    /// Arms the timerfd for `at` unless it is armed for `at` or earlier.
+    fn arm(&self, at: Instant) {
+        let ns = self.ns(at);
+        let armed = self.armed.load(Ordering::SeqCst);
+        if armed != 0 && armed <= ns {
+            return;
+        }
+        let _g = lock(&self.lock);
+        let armed = self.armed.load(Ordering::SeqCst);
+        if armed != 0 && armed <= ns {
+            return;
+        }
+        use rustix::time::{timerfd_settime, Itimerspec, TimerfdTimerFlags, Timespec};
+        // Relative: `Instant` has no public clock value. At least a nanosecond: zero disarms.
+        let left = at
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_nanos(1));
+        let spec = Itimerspec {
+            it_interval: Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: Timespec {
+                tv_sec: left.as_secs().try_into().unwrap_or(i64::MAX),
+                tv_nsec: left.subsec_nanos().into(),
+            },
+        };
+        match timerfd_settime(&self.fd, TimerfdTimerFlags::empty(), &spec) {
+            Ok(_) => self.armed.store(ns, Ordering::SeqCst),
+            Err(e) => tracing::error!(error = %e, "cannot arm the ORB's timer"),
+        }
+    }
+
+    /// Takes an expiry the poll reported: not armed any more (until the poller re-arms it for
+    /// the timers left).
+    fn fired(&self) {
+        let _g = lock(&self.lock);
+        self.armed.store(0, Ordering::SeqCst);
+        let mut count = [0u8; 8];
+        // Nothing to read (an expiry already taken, or re-armed since) is fine: edge-triggered
+        // pollers are told of every expiry anyway.
+        let _ = rustix::io::read(&self.fd, &mut count);
+    }
 }
 
 /// The standby's poll set (see the module docs).
@@ -132,6 +236,10 @@ impl<E: Clone> Reactor<E> {
         )
         .inspect_err(|e| tracing::warn!(error = %e, "cannot pre-register the standby"))
         .is_ok();
+        let alarm = Alarm::new()?;
+        let alarm_fd = alarm.fd.as_raw_fd();
+        registry.register(&mut SourceFd(&alarm_fd), ALARM, Interest::READABLE)?;
+        standby_registry.register(&mut SourceFd(&alarm_fd), ALARM, Interest::READABLE)?;
         let standby = Standby {
             registry: standby_registry,
             waker: Waker::new(standby_poll.registry(), WAKER)?,
@@ -146,7 +254,25 @@ impl<E: Clone> Reactor<E> {
             ready: Queue::default(),
             standby,
             full: std::sync::atomic::AtomicBool::new(false),
+            alarm,
         })
+    }
+
+    /// Makes sure whoever waits in a poll set (or on [`event_fd`](Self::event_fd)) is woken
+    /// by `at`: arms the alarm unless it is armed for then or earlier. Call it after the
+    /// timer for `at` is stored where the leader reads its timers. No system call unless the
+    /// alarm moves earlier.
+    pub(crate) fn arm_alarm(&self, at: Instant) {
+        self.alarm.arm(at);
+    }
+
+    /// When the alarm is armed for, if it is (tests).
+    #[cfg(test)]
+    fn alarm_armed(&self) -> Option<Duration> {
+        match self.alarm.armed.load(Ordering::SeqCst) {
+            0 => None,
+            ns => Some(Duration::from_nanos(ns)),
+        }
     }
 
     /// Blocks the standby until it is woken or, while armed, the main poll set has events;
@@ -328,53 +454,59 @@ impl<E: Clone> Reactor<E> {
         self.ready.clear();
     }
 
-    /// Polls without waiting, handing each resolved event to `handle`; whether there was any
-    /// (a wake-up does not count). False at once if another thread holds the poll. A wake-up
-    /// it finds is posted again, so that the leader's next `poll` still returns at once.
-    pub(crate) fn poll_now(&self, handle: impl FnMut(Ready<E>)) -> bool {
+    /// Polls without waiting, handing each resolved event to `handle`; says how many there
+    /// were (wake-ups not counted) and whether the alarm fired (then the caller re-arms it
+    /// for the timers left). Nothing at once if another thread holds the poll. A wake-up or
+    /// an alarm it finds is posted again (as a wake-up), so that the leader's next `poll`
+    /// still returns at once (and runs the timers that are due).
+    pub(crate) fn poll_now(&self, handle: impl FnMut(Ready<E>)) -> Polled {
         // Not the leader's own wait: never block behind a thread waiting in the poll.
         let Ok(mut g) = self.poll.try_lock() else {
-            return false;
+            return Polled::default();
         };
-        let (n, woken) = match self.poll_locked(&mut g, Some(Duration::ZERO), handle) {
+        let (polled, woken) = match self.poll_locked(&mut g, Some(Duration::ZERO), handle) {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!(error = %e, "poll failed");
-                return false;
+                return Polled::default();
             }
         };
         if woken {
             self.wake();
         }
-        n > 0
+        polled
     }
 
     /// Waits for readiness (leader only) and hands each resolved event to `handle`, without
-    /// collecting them. Returns how many events it handled (0: a wake-up or a timeout).
+    /// collecting them. Says how many events it handled (0: a wake-up or a timeout) and
+    /// whether the alarm fired: then a timer is due, and the alarm is not armed until the
+    /// caller re-arms it for the timers left ([`arm_alarm`](Self::arm_alarm)).
     pub(crate) fn poll(
         &self,
         timeout: Option<Duration>,
         handle: impl FnMut(Ready<E>),
-    ) -> io::Result<usize> {
+    ) -> io::Result<Polled> {
         self.poll_locked(&mut lock(&self.poll), timeout, handle)
-            .map(|(n, _)| n)
+            .map(|(p, _)| p)
     }
 
     /// The poll itself, with the poll set's lock held (`g`); also says whether the waker
-    /// fired.
+    /// (or the alarm) fired.
     fn poll_locked(
         &self,
         g: &mut (Poll, Events),
         timeout: Option<Duration>,
         mut handle: impl FnMut(Ready<E>),
-    ) -> io::Result<(usize, bool)> {
+    ) -> io::Result<(Polled, bool)> {
         let (poll, events) = g;
         match poll.poll(events, timeout) {
             Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok((0, false)),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                return Ok((Polled::default(), false))
+            }
             Err(e) => return Err(e),
         }
-        let (mut n, mut woken) = (0, false);
+        let (mut n, mut woken, mut alarm) = (0, false, false);
         let full = events.iter().count() >= events.capacity();
         if full || self.full.load(std::sync::atomic::Ordering::Relaxed) {
             self.full.store(full, std::sync::atomic::Ordering::Relaxed);
@@ -382,6 +514,12 @@ impl<E: Clone> Reactor<E> {
         for ev in events.iter() {
             if ev.token() == WAKER {
                 woken = true;
+                continue;
+            }
+            if ev.token() == ALARM {
+                // A timer is due: the poller's caller runs it and re-arms the alarm.
+                self.alarm.fired();
+                (woken, alarm) = (true, true);
                 continue;
             }
             if let Some(entry) = self.lookup(ev.token().0) {
@@ -394,7 +532,7 @@ impl<E: Clone> Reactor<E> {
                 });
             }
         }
-        Ok((n, woken))
+        Ok((Polled { events: n, alarm }, woken))
     }
 }
 
@@ -470,7 +608,8 @@ mod tests {
             .poll(Some(Duration::from_secs(10)), |ev| {
                 seen.push((conn(Some(ev.entry)), ev.readable, ev.writable))
             })
-            .unwrap();
+            .unwrap()
+            .events;
         assert_eq!(n, 1);
         assert_eq!(seen, [(Some("ours"), true, false)]);
         // Writable interest on: the socket has room, so a writable event at once.
@@ -493,7 +632,8 @@ mod tests {
             .poll(Some(Duration::from_secs(10)), |_| {
                 panic!("a stale event reached an entry")
             })
-            .unwrap();
+            .unwrap()
+            .events;
         assert_eq!(n, 0);
         r.deregister(&ours);
     }
@@ -504,13 +644,60 @@ mod tests {
     fn a_wake_up_is_not_lost_by_a_look_at_the_loop() {
         let r: Reactor<u32> = Reactor::new().unwrap();
         r.wake();
-        assert!(!r.poll_now(|_| panic!("no entry registered")));
+        assert_eq!(r.poll_now(|_| panic!("no entry registered")).events, 0);
         let start = std::time::Instant::now();
-        let n = r.poll(Some(Duration::from_secs(10)), |_| {}).unwrap();
+        let n = r
+            .poll(Some(Duration::from_secs(10)), |_| {})
+            .unwrap()
+            .events;
         assert_eq!(n, 0);
         assert!(
             start.elapsed() < Duration::from_secs(5),
             "the wake-up was lost"
         );
+    }
+
+    /// The alarm wakes a poll without a timeout and the standby's wait, armed or not, and
+    /// says so; it only ever moves earlier, and after firing it is armed again by whoever
+    /// asks. The hang guard is the poll's own 10 s timeout (the alarms are 1 ms away).
+    #[test]
+    fn the_alarm_wakes_the_poll_and_the_standby_and_only_moves_earlier() {
+        let r: Reactor<u32> = Reactor::new().unwrap();
+        let now = Instant::now();
+        assert_eq!(r.alarm_armed(), None);
+        r.arm_alarm(now + Duration::from_secs(3600));
+        let late = r.alarm_armed().expect("armed");
+        r.arm_alarm(now + Duration::from_secs(7200));
+        assert_eq!(r.alarm_armed(), Some(late), "a later time does not move it");
+        r.arm_alarm(now + Duration::from_millis(1));
+        let early = r.alarm_armed().expect("armed");
+        assert!(early < late, "an earlier time moves it");
+        // The standby (not armed) is woken by it; then the leader's poll takes it.
+        let start = Instant::now();
+        r.wait_standby(Some(Duration::from_secs(10)));
+        let polled = r
+            .poll(Some(Duration::from_secs(10)), |_| {
+                panic!("no entry registered")
+            })
+            .unwrap();
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the alarm did not fire"
+        );
+        assert!(polled.alarm && polled.events == 0);
+        assert_eq!(r.alarm_armed(), None, "fired: not armed");
+        // Armed again by the next timer, and a look at the loop that takes the expiry posts
+        // a wake-up, so the leader's next poll returns at once.
+        r.arm_alarm(Instant::now() + Duration::from_millis(1));
+        std::thread::sleep(Duration::from_millis(5));
+        let looked = r.poll_now(|_| panic!("no entry registered"));
+        assert!(looked.alarm && looked.events == 0);
+        let start = Instant::now();
+        let polled = r.poll(Some(Duration::from_secs(10)), |_| {}).unwrap();
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the wake-up was lost"
+        );
+        assert!(!polled.alarm);
     }
 }

@@ -4,7 +4,6 @@
 //! reads no clock.
 
 use std::sync::atomic::Ordering;
-use std::task::Waker;
 use std::time::{Duration, Instant};
 
 /// The leader's timers and the inbound connection count (see the module docs). Times are
@@ -146,45 +145,16 @@ pub(crate) struct DeadlineKey(Instant, u64);
 ///   the leader then wakes for nothing and reads the next one); 0 when the table is empty.
 ///   It is written under the table's lock and read without it, so the leader's poll reads no
 ///   lock while no asynchronous call is pending.
-/// - Nobody who waits on the timers misses a nearer deadline, and nobody else is woken for
-///   one. A thread about to wait in a poll set with a timeout taken from the timers counts
-///   itself in `pollers` first ([`watch`](Self::watch)); [`insert`](Self::insert) stores
-///   `nearest` and then reads `pollers`, both sequentially consistent, so either the poller
-///   sees the new deadline or the insert sees the poller (and wakes it). An event-loop
-///   driver waiting outside the ORB (`Orb::turn`'s caller) registers a `Waker` with the time
-///   it will look anyway (`driver`, under its own lock, read by the insert after `nearest`
-///   is stored): it is woken, once, only for a deadline before that time. So a caller whose
-///   ORB nobody polls (`threads(0)` and a driver) costs no wake-up per asynchronous call.
+/// - [`insert`](Self::insert) stores `nearest` sequentially consistently before it returns,
+///   so that its caller's arming of the reactor's alarm (which wakes whoever waits on the
+///   timers) pairs with the poller that clears the alarm and then reads `nearest` (see
+///   `reactor`'s `Alarm`).
 #[derive(Debug)]
 pub(crate) struct Deadlines<T> {
     epoch: Instant,
     nearest: std::sync::atomic::AtomicU64,
     seq: std::sync::atomic::AtomicU64,
     table: std::sync::Mutex<std::collections::BTreeMap<DeadlineKey, T>>,
-    /// Threads waiting in a poll set with a timeout taken from these timers.
-    pollers: std::sync::atomic::AtomicUsize,
-    /// A driver's waker and the time (`at`'s nanoseconds; `u64::MAX`: none) by which it looks
-    /// at the timers anyway.
-    driver: std::sync::Mutex<Option<(Waker, u64)>>,
-}
-
-/// Who must hear of a deadline [`Deadlines::insert`] just added.
-#[must_use]
-#[derive(Debug, Default)]
-pub(crate) struct Nearer {
-    /// A thread waits in a poll set with a later timeout: wake the event loop.
-    pub(crate) pollers: bool,
-    /// The driver waits for a later time: wake it (it registered again to hear of the next).
-    pub(crate) driver: Option<Waker>,
-}
-
-/// A thread counted among those waiting on the timers ([`Deadlines::watch`]), until dropped.
-pub(crate) struct Watching<'a>(&'a std::sync::atomic::AtomicUsize);
-
-impl Drop for Watching<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Release);
-    }
 }
 
 impl<T> Deadlines<T> {
@@ -194,8 +164,6 @@ impl<T> Deadlines<T> {
             nearest: Default::default(),
             seq: Default::default(),
             table: Default::default(),
-            pollers: Default::default(),
-            driver: Default::default(),
         }
     }
 
@@ -207,56 +175,18 @@ impl<T> Deadlines<T> {
         crate::sync::std_lock(&self.table)
     }
 
-    /// Adds `value` due at `at`, and says who must be woken because it is now the nearest
-    /// deadline: a poller waiting with a later timeout, a driver waiting for a later time.
-    pub(crate) fn insert(&self, at: Instant, value: T) -> (DeadlineKey, Nearer) {
+    /// Adds `value` due at `at`. The caller then arms the reactor's alarm for `at`, so that
+    /// whoever waits on the timers hears of it.
+    pub(crate) fn insert(&self, at: Instant, value: T) -> DeadlineKey {
         let key = DeadlineKey(at, self.seq.fetch_add(1, Ordering::Relaxed));
         let ns = self.at(at);
-        let nearest = {
-            let mut t = self.lock();
-            t.insert(key, value);
-            let old = self.nearest.load(Ordering::Relaxed);
-            let nearest = old == 0 || ns < old;
-            if nearest {
-                self.nearest.store(ns, Ordering::SeqCst);
-            }
-            nearest
-        };
-        let mut wake = Nearer::default();
-        if nearest {
-            // Paired with `watch`: see the invariants.
-            wake.pollers = self.pollers.load(Ordering::SeqCst) > 0;
-            let mut d = crate::sync::std_lock(&self.driver);
-            if d.as_ref().is_some_and(|(_, until)| ns < *until) {
-                wake.driver = d.take().map(|(w, _)| w);
-            }
+        let mut t = self.lock();
+        t.insert(key, value);
+        let old = self.nearest.load(Ordering::Relaxed);
+        if old == 0 || ns < old {
+            self.nearest.store(ns, Ordering::SeqCst);
         }
-        (key, wake)
-    }
-
-    /// Counts the calling thread among those about to wait on the timers in a poll set
-    /// (until the guard is dropped); read [`next_due`](Self::next_due) after this.
-    pub(crate) fn watch(&self) -> Watching<'_> {
-        self.pollers.fetch_add(1, Ordering::SeqCst);
-        Watching(&self.pollers)
-    }
-
-    /// Registers a driver's `waker`, to be woken once for a deadline inserted before the
-    /// time `until` computes (called under the registration's lock, so after it an insert
-    /// either is seen by `until` or sees the registration). Returns that time.
-    pub(crate) fn watch_with(
-        &self,
-        waker: &Waker,
-        until: impl FnOnce() -> Option<Instant>,
-    ) -> Option<Instant> {
-        let mut d = crate::sync::std_lock(&self.driver);
-        let due = until();
-        let ns = due.map_or(u64::MAX, |t| self.at(t));
-        match &mut *d {
-            Some((w, at)) if w.will_wake(waker) => *at = ns,
-            other => *other = Some((waker.clone(), ns)),
-        }
-        due
+        key
     }
 
     /// Removes the entry under `key` (its call finished); `None` if the leader took it.
@@ -297,13 +227,9 @@ mod tests {
         let d = Deadlines::new();
         let t0 = Instant::now();
         assert_eq!(d.next_due(), None);
-        let _poller = d.watch();
-        let (_, first) = d.insert(t0 + Duration::from_secs(10), "late");
-        assert!(first.pollers);
-        let (k, nearer) = d.insert(t0 + Duration::from_secs(1), "gone");
-        assert!(nearer.pollers);
-        let (_, nearer) = d.insert(t0 + Duration::from_secs(2), "early");
-        assert!(!nearer.pollers, "not before the nearest");
+        d.insert(t0 + Duration::from_secs(10), "late");
+        let k = d.insert(t0 + Duration::from_secs(1), "gone");
+        d.insert(t0 + Duration::from_secs(2), "early");
         assert_eq!(d.remove(k), Some("gone"));
         assert_eq!(d.remove(k), None);
         assert!(d.next_due().unwrap() <= t0 + Duration::from_secs(2));
@@ -313,45 +239,5 @@ mod tests {
         assert!(next > t0 + Duration::from_secs(9) && next <= t0 + Duration::from_secs(10));
         assert_eq!(d.take_due(t0 + Duration::from_secs(10)), vec!["late"]);
         assert_eq!(d.next_due(), None);
-    }
-
-    /// A deadline wakes only who waits past it: no poller counted, no wake-up; a driver
-    /// looking by `until` anyway is woken only for an earlier deadline, and once.
-    #[test]
-    fn a_nearer_deadline_wakes_only_who_waits_past_it() {
-        use std::sync::atomic::AtomicUsize;
-        use std::sync::Arc;
-        struct Count(AtomicUsize);
-        impl std::task::Wake for Count {
-            fn wake(self: Arc<Self>) {
-                self.0.fetch_add(1, Ordering::SeqCst);
-            }
-        }
-        let d = Deadlines::new();
-        let t0 = Instant::now();
-        let (k, w) = d.insert(t0 + Duration::from_secs(10), 1);
-        assert!(!w.pollers && w.driver.is_none(), "nobody waits");
-        d.remove(k);
-        let count = Arc::new(Count(AtomicUsize::new(0)));
-        let waker = Waker::from(count.clone());
-        let due = d.watch_with(&waker, || Some(t0 + Duration::from_secs(5)));
-        assert_eq!(due, Some(t0 + Duration::from_secs(5)));
-        let (_, w) = d.insert(t0 + Duration::from_secs(6), 2);
-        assert!(w.driver.is_none(), "the driver looks before it anyway");
-        let (k3, w) = d.insert(t0 + Duration::from_secs(1), 3);
-        w.driver
-            .expect("an earlier deadline wakes the driver")
-            .wake();
-        assert_eq!(count.0.load(Ordering::SeqCst), 1);
-        d.remove(k3);
-        let (_, w) = d.insert(t0 + Duration::from_millis(500), 4);
-        assert!(w.driver.is_none(), "once per registration");
-        {
-            let _p = d.watch();
-            let (_, w) = d.insert(t0 + Duration::from_millis(100), 5);
-            assert!(w.pollers);
-        }
-        let (_, w) = d.insert(t0 + Duration::from_millis(50), 6);
-        assert!(!w.pollers, "the poller is gone");
     }
 }

@@ -19,11 +19,9 @@ use ::tokio::io::unix::AsyncFd;
 use ::tokio::io::Interest;
 use std::future::Future;
 use std::os::fd::{AsRawFd, RawFd};
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
-use std::time::{Duration, Instant};
 
 /// The ORB's event fd, owning the ORB so that the fd stays open while tokio watches it.
 struct EventFd(Orb);
@@ -34,25 +32,20 @@ impl AsRawFd for EventFd {
     }
 }
 
-/// How long to wait before looking again at a timer that is due while another thread leads
-/// the event loop (that thread runs it): so the driver does not spin meanwhile.
-const DUE_RETRY: Duration = Duration::from_millis(1);
-
 /// Drives `orb`'s event loop on the current tokio runtime until the ORB is shut down (then
 /// returns `Ok`), or the event fd fails. Spawn it as a task:
 /// `tokio::spawn(protorb::tokio::drive(orb.clone()))`.
 ///
 /// It waits, with [`AsyncFd`], for [`Orb::event_fd`] to become readable, then calls
 /// [`Orb::turn`] and clears the readiness (unless the turn stopped at its budget: then it
-/// yields to the runtime and turns again); and it sleeps until the ORB's next timer (an
-/// asynchronous call's deadline, the idle sweep), hearing of nearer ones through
-/// [`Orb::watch_timers`].
+/// yields to the runtime and turns again). The ORB's timers (an asynchronous call's
+/// deadline, the idle sweep) make the fd readable when they are due, so it needs no sleep.
 ///
 /// Upcalls the turns meet (requests to this ORB's objects) run on the runtime's thread
 /// that polls this task: see [`Orb::turn`]. The task holds an [`Orb`] handle, so the ORB is
 /// not shut down by dropping the application's handles: call [`Orb::shutdown`].
 ///
-/// Needs a runtime with I/O and time enabled (`enable_all`). One driver per ORB is enough;
+/// Needs a runtime with I/O enabled (`enable_io`, or `enable_all`). One driver per ORB is enough;
 /// more compete harmlessly. See also [`drive_with`], which drives the loop inside the task
 /// that awaits the replies.
 // Not an `async fn`: the signature promises `Send + 'static`, which `tokio::spawn` needs,
@@ -169,13 +162,10 @@ impl Wake for InnerWake {
     }
 }
 
-/// The driver's state: the event fd's registration and the timer sleep.
+/// The driver's state: the event fd's registration.
 struct Driver {
     orb: Orb,
     fd: AsyncFd<EventFd>,
-    sleep: Pin<Box<::tokio::time::Sleep>>,
-    sleeping_until: Option<Instant>,
-    not_before: Instant,
     /// Whatever was ready before the fd was registered is turned first.
     first: bool,
 }
@@ -190,15 +180,12 @@ impl Driver {
         Ok(Driver {
             orb,
             fd,
-            sleep: Box::pin(::tokio::time::sleep(Duration::ZERO)),
-            sleeping_until: None,
-            not_before: Instant::now(),
             first: true,
         })
     }
 
-    /// Turns while the fd is readable or a timer is due; `Ready(Ok)` once the ORB is shut
-    /// down.
+    /// Turns while the fd is readable; `Ready(Ok)` once the ORB is shut down. The ORB's
+    /// timers need no sleep here: the fd becomes readable when one is due.
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         let orb = &self.orb;
         loop {
@@ -210,48 +197,19 @@ impl Driver {
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => None,
             };
-            if ready.is_some() || std::mem::take(&mut self.first) {
-                let turn = orb.turn();
-                if turn.more() {
-                    // Work left that the fd may not announce again: keep its readiness and
-                    // let the runtime's other tasks (the woken callers) run first.
-                    cx.waker().wake_by_ref();
-                    return Poll::Pending;
-                }
-                if let Some(mut guard) = ready {
-                    guard.clear_ready();
-                }
-                continue;
-            }
-            // The fd is quiet (and this task's waker registered for it): sleep until the next
-            // timer, registered to hear of a nearer one.
-            let Some(due) = orb.watch_timers(cx.waker()) else {
-                self.sleeping_until = None;
-                return Poll::Pending;
-            };
-            let at = due.max(self.not_before);
-            // Re-armed only for a nearer time: each call's deadline moves the next timer
-            // later, and re-arming tokio's timer wheel for every call is work for nothing.
-            // A sleep armed too early just wakes, turns and re-arms.
-            if self.sleeping_until.is_none_or(|armed| at < armed) {
-                self.sleep
-                    .as_mut()
-                    .reset(::tokio::time::Instant::from_std(at));
-                self.sleeping_until = Some(at);
-            }
-            if self.sleep.as_mut().poll(cx).is_pending() {
+            if ready.is_none() && !std::mem::take(&mut self.first) {
+                // Quiet, with this task's waker registered for the fd.
                 return Poll::Pending;
             }
-            self.sleeping_until = None;
             let turn = orb.turn();
             if turn.more() {
+                // Work left that the fd may not announce again: keep its readiness and
+                // let the runtime's other tasks (the woken callers) run first.
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
-            let now = Instant::now();
-            if turn.next_timer().is_some_and(|t| t <= now) {
-                // Another thread leads and has not run it yet: look again in a moment.
-                self.not_before = now + DUE_RETRY;
+            if let Some(mut guard) = ready {
+                guard.clear_ready();
             }
         }
     }

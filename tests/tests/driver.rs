@@ -156,10 +156,11 @@ fn turn_while_a_pool_thread_leads_returns_and_loses_nothing() {
     server.shutdown();
 }
 
-/// An asynchronous call's deadline fires with only the driver leading, while it sleeps until
-/// a later timer: the nearer deadline wakes it (`Orb::watch_timers`). The peer reads what it
-/// is sent and answers nothing; the second call goes over the connection the first opened,
-/// so no event at all follows it.
+/// An asynchronous call's deadline fires with only the driver leading, while it sleeps with
+/// no timer set, and then while a later deadline (120 s) is pending: the nearer one wakes it
+/// (the ORB's alarm, moved earlier, makes the event fd readable; the guard of 60 s fails the
+/// test if only the later one would). The peer reads what it is sent and answers nothing;
+/// later calls go over the connection the first opened, so no socket event follows them.
 #[test]
 fn a_deadline_fires_under_the_driver_alone() {
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -196,9 +197,17 @@ fn a_deadline_fires_under_the_driver_alone() {
                 .echo_async_with_timeout(msg(1, 2), Duration::from_millis(200))
                 .await
                 .unwrap_err();
+            // Sent now, pending until the end: the alarm is armed for its deadline.
+            let later = stub.echo_async_with_timeout(msg(1, 3), Duration::from_secs(120));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let third = stub
+                .echo_async_with_timeout(msg(1, 4), Duration::from_millis(200))
+                .await
+                .unwrap_err();
+            drop(later);
             c.shutdown();
             driver.await.unwrap().unwrap();
-            [first, second]
+            [first, second, third]
         })
     });
     for err in errs {

@@ -256,18 +256,12 @@ impl OrbInner {
         Ok((sent, slot, timer))
     }
 
-    /// Sets an asynchronous call's deadline timer, waking whoever waits on the timers past it.
+    /// Sets an asynchronous call's deadline timer; the reactor's alarm wakes whoever waits
+    /// on the timers (a leader polling with a later timeout, the standby, a driver waiting on
+    /// the event fd) if it is nearer than what the alarm is armed for.
     fn set_call_timer(&self, deadline: Instant, entry: CallDeadline) -> DeadlineKey {
-        let (timer, nearer) = self.call_deadlines.insert(deadline, entry);
-        if nearer.pollers {
-            // The leader may be polling with a later timeout, or nobody may be leading with
-            // the standby waiting: either way the wake-up makes a leader look at the timers.
-            self.reactor.wake();
-        }
-        if let Some(driver) = nearer.driver {
-            // An event-loop driver (`Orb::turn`) sleeps until a later time.
-            driver.wake();
-        }
+        let timer = self.call_deadlines.insert(deadline, entry);
+        self.reactor.arm_alarm(deadline);
         timer
     }
 

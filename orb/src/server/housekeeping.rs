@@ -15,10 +15,7 @@ impl OrbInner {
     /// housekeeping's, or an asynchronous call's deadline), whichever comes first; timers
     /// that are due run first. Reads the clock only when one of them is set.
     pub(super) fn poll_timeout(&self, deadline: Option<Instant>) -> Option<Duration> {
-        let next = || match (self.housekeeping.next_due(), self.call_deadlines.next_due()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let next = || self.next_timer();
         let mut due = next();
         if due.is_none() && deadline.is_none() {
             return None;
@@ -27,12 +24,26 @@ impl OrbInner {
         if due.is_some_and(|d| d <= now) {
             self.run_timers(now);
             due = next();
+            if let Some(d) = due {
+                // The timers just set (the next sweep), for whoever waits on the event fd or
+                // in the standby.
+                self.reactor.arm_alarm(d);
+            }
         }
         let until = match (deadline, due) {
             (Some(a), Some(b)) => a.min(b),
             (a, b) => a.or(b)?,
         };
         Some(until.saturating_duration_since(now))
+    }
+
+    /// Arms the reactor's alarm for the next timer, if one is set: after the alarm fired (it
+    /// may have been armed for a deadline since removed), and when a timer is set outside
+    /// [`poll_timeout`](Self::poll_timeout) (no system call unless the alarm moves earlier).
+    pub(crate) fn rearm_alarm(&self) {
+        if let Some(d) = self.next_timer() {
+            self.reactor.arm_alarm(d);
+        }
     }
 
     /// Runs the timers that are due at `now` (leader only).
@@ -139,6 +150,7 @@ impl OrbInner {
                     self.stats.accept_errors.fetch_add(1, Ordering::Relaxed);
                     let ms = self.housekeeping.accept_failed();
                     tracing::warn!(error = %e, retry_ms = ms, "accept failed");
+                    self.rearm_alarm();
                     self.reactor.wake();
                     return;
                 }

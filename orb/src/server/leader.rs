@@ -88,21 +88,8 @@ impl Driver for OrbInner {
 
     fn wait_standby(&self, timeout: Option<Duration>) {
         // An asynchronous call's deadline needs a leader to fire even when no event comes
-        // (the role may be vacant with this standby armed): wake in time to take the role.
-        // At least a millisecond: a deadline just due is the leader's to fire if there is
-        // one, and the standby must not spin until it has.
-        // Counted before the deadlines are read: an asynchronous call made meanwhile with
-        // an earlier deadline then wakes this thread (`timers::Deadlines`).
-        let _watching = self.call_deadlines.watch();
-        let timeout = match self.call_deadlines.next_due() {
-            Some(d) => {
-                let left = d
-                    .saturating_duration_since(Instant::now())
-                    .max(Duration::from_millis(1));
-                Some(timeout.map_or(left, |t| t.min(left)))
-            }
-            None => timeout,
-        };
+        // (the role may be vacant with this standby armed): the reactor's alarm, in the
+        // standby's poll set too, wakes it then.
         self.reactor.wait_standby(timeout);
     }
 
@@ -123,12 +110,18 @@ impl Driver for OrbInner {
             return true;
         }
         let mut first = None;
-        let found = self
+        let polled = self
             .reactor
             .poll_now(|ev| self.handle_ready(ev, &mut first));
         if let Some(c) = first {
             self.reactor.push_ready(c);
         }
+        if polled.alarm {
+            // Taken here, where no timer may run: armed again for the timers left (the
+            // leader's next poll, woken, runs those that are due).
+            self.rearm_alarm();
+        }
+        let found = polled.events > 0;
         if found {
             // A thread may have taken the role meanwhile and be about to wait in the poll,
             // where the events taken here would raise nothing again (issue 16, scenario 8;
@@ -199,20 +192,24 @@ impl OrbInner {
             if polled || self.lf.is_shutdown() {
                 return Lead::Idle;
             }
-            // As in `wait_standby`: counted before the timers are read, until the poll ends.
-            let watching = self.call_deadlines.watch();
             let timeout = self.poll_timeout(deadline);
             match self
                 .reactor
                 .poll(timeout, |ev| self.handle_ready(ev, &mut first))
             {
+                // A timer is due: run it now, and re-arm the alarm, before an upcall among
+                // the events takes this thread away (the standby's wake-up for the timers
+                // left depends on the alarm).
+                Ok(p) if p.alarm => {
+                    let _ = self.poll_timeout(None);
+                    self.rearm_alarm();
+                }
                 Ok(_) => {}
                 Err(e) => {
                     tracing::error!(error = %e, "poll failed");
                     std::thread::sleep(Duration::from_millis(1));
                 }
             }
-            drop(watching);
             polled = true;
         }
     }

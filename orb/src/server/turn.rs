@@ -57,8 +57,8 @@ impl Turn {
     }
 
     /// When the ORB's next timer is due (an asynchronous call's deadline, the idle sweep, an
-    /// accept retry): turn again then at the latest, even if the fd stays quiet. `None`: no
-    /// timer is set.
+    /// accept retry); `None`: no timer is set. For information: the event fd becomes
+    /// readable when it is due, so a driver need not wait for it itself.
     pub fn next_timer(&self) -> Option<Instant> {
         self.next_timer
     }
@@ -72,16 +72,16 @@ impl Turn {
 impl Orb {
     /// The event loop's file descriptor, for an application that drives the ORB from its own
     /// event loop with [`Orb::turn`]: it is readable (level: while; edge: whenever one is
-    /// added) when the ORB's poll set holds events. On Linux it is the ORB's epoll fd (a
+    /// added) when the ORB's poll set holds events, and when one of the ORB's timers is due
+    /// (an asynchronous call's deadline, the idle sweep: a timerfd in the poll set announces
+    /// them), so a driver needs no timer of its own. On Linux it is the ORB's epoll fd (a
     /// duplicate the ORB owns): register it for readability only, in an edge- or
     /// level-triggered poller, and never read it.
     ///
     /// A driver loop, in outline (the `tokio` feature's
     /// `protorb::tokio::drive` is one):
     ///
-    /// 1. Wait until the fd is readable, or until the last turn's
-    ///    [`next_timer`](Turn::next_timer), or until the waker given to
-    ///    [`watch_timers`](Self::watch_timers) is woken.
+    /// 1. Wait until the fd is readable.
     /// 2. Call [`turn`](Self::turn). If it says [`more`](Turn::more), turn again soon (keep
     ///    the fd's readiness); otherwise clear the readiness (an edge-triggered poller needs
     ///    nothing) and go to 1.
@@ -112,18 +112,6 @@ impl Orb {
     /// way. Calling it concurrently from several threads is allowed (one of them leads).
     pub fn turn(&self) -> Turn {
         self.inner.turn()
-    }
-
-    /// For a driver of [`turn`](Self::turn): registers `waker` to be woken (once; register
-    /// again after each wake-up or turn) when a timer is set that is due before the time
-    /// returned, which is when the ORB's next timer is due now (`None`: none is set). A
-    /// driver sleeping until that time then hears of an asynchronous call made meanwhile
-    /// with an earlier deadline. Only one waker is kept: the last registered.
-    pub fn watch_timers(&self, waker: &std::task::Waker) -> Option<std::time::Instant> {
-        let inner = &*self.inner;
-        inner
-            .call_deadlines
-            .watch_with(waker, || inner.next_timer())
     }
 }
 
