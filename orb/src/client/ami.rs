@@ -778,3 +778,44 @@ impl InFlight {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each alignment's encoding of CDR parameters is what a writer at that position writes:
+    /// the padding before an aligned value depends on where the body starts.
+    #[test]
+    fn cdr_parameters_are_encoded_for_every_start_alignment() {
+        let write = |w: &mut CdrWriter<'_>| {
+            w.write_octet(1);
+            w.write_u64(2);
+            w.write_string("x");
+        };
+        let CallBody::Cdr(encoded) = CallBody::cdr(&write) else {
+            panic!("not a CDR body");
+        };
+        for (residue, bytes) in encoded.iter().enumerate() {
+            // The u64 starts at the next multiple of 8 after the octet.
+            let pad = (8 - (residue + 1) % 8) % 8;
+            assert_eq!(bytes[0], 1, "residue {residue}");
+            assert!(
+                bytes[1..1 + pad].iter().all(|&b| b == 0),
+                "residue {residue}"
+            );
+            let mut u64_bytes = [0; 8];
+            u64_bytes.copy_from_slice(&bytes[1 + pad..9 + pad]);
+            let value = match ByteOrder::NATIVE {
+                ByteOrder::Big => u64::from_be_bytes(u64_bytes),
+                ByteOrder::Little => u64::from_le_bytes(u64_bytes),
+            };
+            assert_eq!(value, 2, "residue {residue}");
+            // Then the string: a 4-aligned length (already aligned), "x" and its nul.
+            assert_eq!(bytes.len(), 9 + pad + 4 + 2, "residue {residue}");
+        }
+        let CallBody::Cdr(empty) = CallBody::cdr(&|_| {}) else {
+            panic!("not a CDR body");
+        };
+        assert!(empty.iter().all(|b| b.is_empty()));
+    }
+}
