@@ -143,6 +143,86 @@ fn invoke_cdr_async_over_giop_1_0_writes_bodies_at_any_offset() {
     server.shutdown();
 }
 
+/// Answers each of `n` requests on one connection with LOCATION_FORWARD to `to`.
+fn forwarder(to: protorb::ObjectRef, n: usize) -> (u16, std::thread::JoinHandle<()>) {
+    use bytes::BytesMut;
+    use protorb::giop::{
+        write_reply, Frame, GiopCodec, Message, ReplyHeader, ReplyStatus, Version,
+    };
+    use std::io::{Read, Write};
+    use tokio_util::codec::Decoder;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let t = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut codec = GiopCodec::default();
+        let mut buf = BytesMut::new();
+        let mut chunk = [0u8; 4096];
+        for _ in 0..n {
+            let id = loop {
+                if let Some(Frame {
+                    message: Message::Request(r),
+                    ..
+                }) = codec.decode(&mut buf).unwrap()
+                {
+                    break r.header.request_id;
+                }
+                let got = s.read(&mut chunk).unwrap();
+                assert!(got > 0, "client closed early");
+                buf.extend_from_slice(&chunk[..got]);
+            };
+            let mut out = BytesMut::new();
+            let header = ReplyHeader {
+                request_id: id,
+                status: ReplyStatus::LocationForward,
+                service_context: Default::default(),
+            };
+            write_reply(&mut out, Version::V1_2, &header, |w| to.encode(w));
+            s.write_all(&out).unwrap();
+        }
+        let _ = s.read(&mut chunk);
+    });
+    (port, t)
+}
+
+/// A forwarded CDR call is written again without the caller's closure, from the encodings
+/// kept for each alignment: here to an IIOP 1.0 reference, whose bodies start unaligned.
+#[test]
+fn invoke_cdr_async_follows_a_forward_to_a_giop_1_0_reference() {
+    let server = server();
+    server.activate("plain", Plain);
+    let port = server.listen_addrs()[0].port();
+    let client = client();
+    let real = client
+        .string_to_object(&format!("corbaloc::127.0.0.1:{port}/plain"))
+        .unwrap();
+    let ops: Vec<String> = (1..=8).map(|n| "f".repeat(n)).collect();
+    let (fport, forwarder) = forwarder(real, ops.len());
+    let target = protorb::ObjectRef::new("IDL:test/Plain:1.0", "127.0.0.1", fport, &b"k"[..]);
+    let proxy = ObjectProxy::new(&client, target);
+    let calls: Vec<_> = ops
+        .iter()
+        .map(|op| {
+            proxy.invoke_cdr_async(
+                op,
+                &|w| {
+                    w.write_octets(b"fwd");
+                },
+                None,
+            )
+        })
+        .collect();
+    let replies = block_on(futures::future::join_all(calls));
+    for (op, r) in ops.iter().zip(replies) {
+        let mut want = b"fwd".to_vec();
+        want.extend_from_slice(op.as_bytes());
+        assert_eq!(octets(r.unwrap()), want, "operation {op}");
+    }
+    client.shutdown();
+    forwarder.join().unwrap();
+    server.shutdown();
+}
+
 #[test]
 fn is_a_async_and_non_existent_async_of_a_remote_object() {
     let server = server();
