@@ -436,3 +436,62 @@ fn a_oneway_future_to_nowhere_fails_with_transient() {
     assert_eq!(blocking.minor, e.minor, "{blocking}");
     client.shutdown();
 }
+
+/// Records each call's operation and outcome as its client interceptor's after hook sees it.
+struct Outcomes(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl protorb::ClientInterceptor for Outcomes {
+    fn receive_reply(&self, request: &protorb::ClientRequest<'_>, outcome: protorb::Outcome<'_>) {
+        let outcome = match outcome {
+            protorb::Outcome::SystemException(e) => format!("{:?}", e.kind),
+            other => format!("{other:?}"),
+        };
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("{} {outcome}", request.operation()));
+    }
+}
+
+/// The asynchronous calls' interceptors see what the blocking calls' see: `_non_existent`
+/// of a missing object is OBJECT_NOT_EXIST to them (the caller reads it as true), a CDR
+/// call's user exception is a user exception.
+#[test]
+fn async_calls_show_their_interceptors_the_blocking_calls_outcomes() {
+    let server = server();
+    let plain = server.activate("plain", Plain);
+    let gone = server.reference("IDL:test/Plain:1.0", Bytes::from_static(b"no-such-key"));
+    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let client = Orb::builder()
+        .threads(1)
+        .no_listen()
+        .client_interceptor(Outcomes(log.clone()))
+        .build()
+        .unwrap();
+    let plain = ObjectProxy::new(&client, plain);
+    let gone = ObjectProxy::new(&client, gone);
+    let body = |w: &mut protorb::cdr::CdrWriter<'_>| w.write_octets(b"");
+    assert!(gone.non_existent().unwrap());
+    plain.invoke_cdr("raise", &body, None).unwrap();
+    plain.is_a("IDL:test/Plain:1.0").unwrap();
+    let blocking = std::mem::take(&mut *log.lock().unwrap());
+    let dead = gone.non_existent_async();
+    let raised = plain.invoke_cdr_async("raise", &body, None);
+    let is_a = plain.is_a_async("IDL:test/Plain:1.0");
+    let (dead, raised, is_a) = block_on(async move { (dead.await, raised.await, is_a.await) });
+    assert!(dead.unwrap());
+    assert!(matches!(raised.unwrap(), CdrReply::UserException { .. }));
+    assert!(is_a.unwrap());
+    let asynchronous = std::mem::take(&mut *log.lock().unwrap());
+    assert_eq!(
+        blocking,
+        [
+            "_non_existent OBJECT_NOT_EXIST",
+            "raise UserException",
+            "_is_a Ok"
+        ]
+    );
+    assert_eq!(asynchronous, blocking);
+    client.shutdown();
+    server.shutdown();
+}

@@ -656,19 +656,22 @@ impl Future for BoolReplyFuture {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let not_exist_is_true = this.not_exist_is_true;
-        this.call.poll_with(
+        // The hooks see OBJECT_NOT_EXIST as the exception it is, as a blocking
+        // `non_existent`'s do; only its caller reads it as the answer.
+        let answer = this.call.poll_with(
             cx,
-            |r| match r.and_then(|reply| bool_reply(&reply)) {
-                Err(e) if not_exist_is_true && e.kind == SystemExceptionKind::OBJECT_NOT_EXIST => {
-                    Ok(true)
-                }
-                other => other,
-            },
+            |r| r.and_then(|reply| bool_reply(&reply)),
             |r| match r {
                 Ok(_) => Outcome::Ok,
                 Err(e) => Outcome::SystemException(e),
             },
-        )
+        );
+        answer.map(|r| match r {
+            Err(e) if not_exist_is_true && e.kind == SystemExceptionKind::OBJECT_NOT_EXIST => {
+                Ok(true)
+            }
+            other => other,
+        })
     }
 }
 

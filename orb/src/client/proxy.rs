@@ -210,7 +210,8 @@ impl ObjectProxy {
     /// here too. The future itself waits for nothing: a oneway has no reply, and its output
     /// is the handing over's result (TIMEOUT or TRANSIENT with nothing sent, say). It says
     /// nothing about delivery. Requests on one connection are written in the order they
-    /// are handed over, so a later call on the same connection follows this oneway.
+    /// are handed over: a call made after the future is returned follows this oneway on
+    /// the wire (whether the server also runs them in that order is up to the server).
     pub fn invoke_oneway_async(&self, operation: &str, body: Bytes) -> OnewayFuture {
         OnewayFuture::ready(self.invoke_oneway(operation, body))
     }
