@@ -70,10 +70,9 @@ impl ClientRequest<'_> {
     }
 
     /// The metadata the reply carried (what the servant and the server's interceptors added
-    /// with [`Context::reply_metadata_mut`]), for [`ClientInterceptor::receive_reply`]. Empty
-    /// before the reply, for a oneway, when the call failed without a reply, and for an
-    /// asynchronous call ([`ObjectProxy::invoke_async`](crate::ObjectProxy::invoke_async)) to
-    /// a collocated object answered at once.
+    /// with [`Context::reply_metadata_mut`]), for [`ClientInterceptor::receive_reply`], for
+    /// blocking and asynchronous calls alike, remote or collocated. Empty before the reply,
+    /// for a oneway, and when the call failed without a reply.
     ///
     /// Bounded as request metadata is: a reply with more than [`Metadata::MAX_ENTRIES`]
     /// entries or string pairs, or whose string pairs do not decode, has its metadata

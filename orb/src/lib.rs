@@ -195,7 +195,7 @@ mod version;
 
 pub use crate::orb::{Orb, OrbBuilder};
 pub use access::{AccessControl, AccessRule};
-pub use client::ami::ReplyFuture;
+pub use client::ami::{BoolReplyFuture, CdrReplyFuture, OnewayFuture, ReplyFuture};
 pub use client::proxy::ObjectProxy;
 pub use exception::{
     minor, CompletionStatus, Exception, SystemException, SystemExceptionKind, UserException,

@@ -1,7 +1,7 @@
 //! Metadata in replies, per-call metadata through generated stubs, and the shipped
 //! [`AccessControl`] interceptor (issue 20 item 3): a servant's and a server interceptor's
 //! reply metadata reaching a client interceptor (remote, collocated, deferred, on an
-//! exception), a hostile server's reply metadata dropped without failing the call, the
+//! exception, asynchronous calls included), a hostile server's reply metadata dropped without failing the call, the
 //! generated `with_metadata` reaching `Context::metadata` on that call only, and access rules
 //! refusing anonymous callers over plain TCP unless a rule allows them. No assertion depends
 //! on timing.
@@ -239,6 +239,67 @@ fn collocated_replies_carry_metadata_too() {
         ]
     );
     assert_eq!(orb.stats().collocated_calls, 3);
+    orb.shutdown();
+}
+
+/// An asynchronous call to a collocated object is answered on the calling thread when it is
+/// made (not deferred): its future is ready at once, and its client interceptor sees the
+/// reply's metadata as it does for a remote or a deferred answer. Many calls, from several
+/// threads at once, each seeing its own reply's metadata.
+#[test]
+fn collocated_async_replies_answered_at_once_carry_metadata_too() {
+    use futures::FutureExt;
+    let log: Log = Arc::default();
+    let orb = Orb::builder()
+        .threads(1)
+        .server_interceptor(AddsToReply)
+        .client_interceptor(ReplySeen(log.clone()))
+        .build()
+        .unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let target = orb.activate("tagger", Tagger { runs: runs.clone() });
+    let proxy = ObjectProxy::new(&orb, target);
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let proxy = proxy.clone();
+            std::thread::spawn(move || {
+                for i in 0..25 {
+                    let op = if (t + i) % 2 == 0 { "tag" } else { "plain" };
+                    let reply = proxy
+                        .invoke_async(op, Bytes::from("x"), None)
+                        .now_or_never()
+                        .expect("a collocated call not deferred is ready at once");
+                    assert_eq!(&reply.unwrap()[..], b"x");
+                }
+                let e = proxy
+                    .invoke_async("fail", Bytes::new(), None)
+                    .now_or_never()
+                    .expect("ready at once")
+                    .unwrap_err();
+                assert!(
+                    matches!(e, Exception::System(ref e) if e.kind == SystemExceptionKind::BAD_PARAM)
+                );
+            })
+        })
+        .collect();
+    threads.into_iter().for_each(|t| t.join().unwrap());
+    let mut seen = take(&log);
+    seen.sort();
+    let mut want = Vec::new();
+    want.extend(std::iter::repeat_n(
+        "fail [0x41420009:2,by-interceptor=1,served-by=tagger]",
+        4,
+    ));
+    want.extend(std::iter::repeat_n("plain [by-interceptor=1]", 50));
+    want.extend(std::iter::repeat_n(
+        "tag [0x41420009:2,by-interceptor=1,served-by=tagger]",
+        50,
+    ));
+    assert_eq!(seen, want);
+    assert_eq!(runs.load(Ordering::SeqCst), 104);
+    let stats = orb.stats();
+    assert_eq!(stats.collocated_calls, 104, "{stats:?}");
+    assert_eq!(stats.connections_opened, 0, "{stats:?}");
     orb.shutdown();
 }
 

@@ -1,7 +1,8 @@
 //! The client stub: `{Service}Client` wraps an `ObjectProxy` and has one blocking method per
-//! operation (plus a `_with_timeout` variant, oneway operations included), and for two-way
-//! operations the asynchronous `_async` and `_async_with_timeout` ones; `with_metadata` gives
-//! a copy whose calls carry metadata (per call or per stub, as the caller keeps it).
+//! operation (plus a `_with_timeout` variant), and the asynchronous `_async` and
+//! `_async_with_timeout` ones (for a oneway, a future ready once the request is handed to
+//! the connection); `with_metadata` gives a copy whose calls carry metadata (per call or per
+//! stub, as the caller keeps it).
 
 use super::{
     client_method_idents, deprecated_attr, docs_with, ident, naming_allows, rust_type, Names,
@@ -123,6 +124,7 @@ fn client_methods(method: &Method, names: &Names) -> TokenStream {
     let timeout_allows = quote!(#deprecated #timeout_allows);
     let mut ours = vec![format!("Calls operation `{op}` and waits for the reply.")];
     if method.oneway {
+        let asynchronous = oneway_async_methods(method);
         ours = vec![format!(
             "Sends oneway operation `{op}`: returns once the request is handed to the \
              connection; no reply comes."
@@ -151,6 +153,8 @@ fn client_methods(method: &Method, names: &Names) -> TokenStream {
                 self.proxy
                     .invoke_oneway_with_timeout(#op, ::protorb::codegen::encode(&req), timeout)
             }
+
+            #asynchronous
         };
     }
     if !method.raises.is_empty() {
@@ -218,22 +222,73 @@ fn reply_to_result(method: &Method, names: &Names) -> TokenStream {
     }
 }
 
+/// The names of a method's asynchronous variants, `{name}_async` and
+/// `{name}_async_with_timeout`, each with its attributes (`deprecated`, naming lint allows).
+fn async_idents(method: &Method) -> [(proc_macro2::Ident, TokenStream); 2] {
+    let mut raw = to_snake_raw(&method.proto_name);
+    if CLIENT_RESERVED.contains(&raw.as_str()) {
+        raw.push_str("_op");
+    }
+    let deprecated = deprecated_attr(method.deprecated);
+    ["_async", "_async_with_timeout"].map(|suffix| {
+        let name = ident(&sanitize_identifier(&format!("{raw}{suffix}")));
+        let allows = naming_allows(&name.to_string());
+        (name, quote!(#deprecated #allows))
+    })
+}
+
+/// The asynchronous variants of a oneway operation's client method: `{name}_async` and
+/// `{name}_async_with_timeout` (`ObjectProxy::invoke_oneway_async`), whose futures are
+/// ready at once with what the blocking method would return: the request is handed to the
+/// connection on the calling thread, as a two-way `_async` method writes its request.
+fn oneway_async_methods(method: &Method) -> TokenStream {
+    let op = &method.proto_name;
+    let [(plain, allows), (with_timeout, timeout_allows)] = async_idents(method);
+    let input = rust_type(&method.input.rust_path);
+    let doc = format!(
+        " Sends oneway operation `{op}` for code that awaits its calls: the request is handed \
+         to the connection before this returns (the calling thread may wait to connect and \
+         for room in the outgoing queue, at most the ORB's call timeout, as the blocking \
+         method does); the future is then ready at once with the outcome. No reply comes."
+    );
+    let timeout_doc = format!(
+        " Sends oneway operation `{op}` as the `_async` method does, waiting at most \
+         `timeout` to hand it to the connection (then TIMEOUT or TRANSIENT, and nothing was \
+         sent). No reply comes: `timeout` does not cover delivery."
+    );
+    quote! {
+        #[doc = #doc]
+        #allows
+        pub fn #plain(
+            &self,
+            req: #input,
+        ) -> impl ::core::future::Future<
+            Output = ::core::result::Result<(), ::protorb::codegen::SystemException>,
+        > + ::core::marker::Send + 'static {
+            self.proxy.invoke_oneway_async(#op, ::protorb::codegen::encode(&req))
+        }
+
+        #[doc = #timeout_doc]
+        #timeout_allows
+        pub fn #with_timeout(
+            &self,
+            req: #input,
+            timeout: ::protorb::codegen::Duration,
+        ) -> impl ::core::future::Future<
+            Output = ::core::result::Result<(), ::protorb::codegen::SystemException>,
+        > + ::core::marker::Send + 'static {
+            self.proxy
+                .invoke_oneway_async_with_timeout(#op, ::protorb::codegen::encode(&req), timeout)
+        }
+    }
+}
+
 /// The asynchronous (AMI) variants of a two-way operation's client method: `{name}_async`
 /// and `{name}_async_with_timeout`, which send the request at once and return a future of
 /// the reply (`ObjectProxy::invoke_message_async`).
 fn async_methods(method: &Method, names: &Names) -> TokenStream {
     let op = &method.proto_name;
-    let mut raw = to_snake_raw(&method.proto_name);
-    if CLIENT_RESERVED.contains(&raw.as_str()) {
-        raw.push_str("_op");
-    }
-    let plain = ident(&sanitize_identifier(&format!("{raw}_async")));
-    let with_timeout = ident(&sanitize_identifier(&format!("{raw}_async_with_timeout")));
-    let deprecated = deprecated_attr(method.deprecated);
-    let allows = naming_allows(&plain.to_string());
-    let allows = quote!(#deprecated #allows);
-    let timeout_allows = naming_allows(&with_timeout.to_string());
-    let timeout_allows = quote!(#deprecated #timeout_allows);
+    let [(plain, allows), (with_timeout, timeout_allows)] = async_idents(method);
     let input = rust_type(&method.input.rust_path);
     let result = servant_result(method, names);
     let doc = format!(

@@ -1,5 +1,8 @@
 //! Asynchronous method invocation (AMI) as futures: [`ReplyFuture`], the reply of a two-way
-//! call that the caller awaits instead of blocking for.
+//! call that the caller awaits instead of blocking for; [`CdrReplyFuture`] and
+//! [`BoolReplyFuture`], the same call with its reply decoded otherwise (a plain CORBA
+//! operation's [`CdrReply`], the answer to `_is_a` or `_non_existent`), all three on one
+//! machinery (`AsyncCall`); and [`OnewayFuture`], ready at once (see below).
 //!
 //! The way of an asynchronous call, and how it differs from a blocking one:
 //! - **Sent at once.** The request is written when the call is made
@@ -29,7 +32,12 @@
 //!   is made, on the calling thread (one that fails it resolves the future at once, nothing
 //!   sent); their after hooks run in the poll that resolves the future. A future dropped
 //!   before it resolves runs no after hook. The metadata (the proxy's and what the hooks
-//!   added) is encoded once and sent again with a forwarded or retried request.
+//!   added) is encoded once and sent again with a forwarded or retried request. The after
+//!   hooks see the final reply's metadata however it came: over a connection, or from a
+//!   collocated servant, at once or deferred.
+//! - **Oneways** ([`OnewayFuture`]) wait for the same things before the write as a two-way
+//!   request does, on the calling thread, and then for nothing: a oneway has no reply, so
+//!   the future is ready when returned, with the result of handing the request over.
 //! - **Collocated objects** (an object active in this same ORB, collocation on) are called
 //!   without a socket, as blocking calls are: the servant runs on the calling thread when
 //!   the call is made, and the future is ready at once. A servant that defers its answer
@@ -39,10 +47,10 @@
 //!   request the peer closed the connection on unprocessed): the request is sent again from
 //!   the poll that sees the reply, which may connect to the new endpoint there.
 
-use crate::cdr::CdrWriter;
-use crate::client::invoke::{forward_target, octets_reply, Params, Sent, MAX_HOPS};
+use crate::cdr::{ByteOrder, CdrReply, CdrWriter};
+use crate::client::invoke::{bool_reply, forward_target, octets_reply, Params, Sent, MAX_HOPS};
 use crate::exception::{minor, CompletionStatus, Exception, SystemException, SystemExceptionKind};
-use crate::giop::{ReplyStatus, ServiceContext};
+use crate::giop::{Reply, ReplyStatus, ServiceContext};
 use crate::interceptor::{ClientRequest, Outcome};
 use crate::ior::IiopProfile;
 use crate::ior::ObjectRef;
@@ -53,7 +61,7 @@ use crate::orb::{Orb, OrbInner};
 use crate::timers::DeadlineKey;
 use crate::upcall::inherited_deadline;
 use crate::upcall::{LocalAnswer, LocalDeferred};
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -83,10 +91,152 @@ use std::time::{Duration, Instant};
 #[must_use = "the request is sent already; dropping the future cancels it"]
 #[derive(Debug)]
 pub struct ReplyFuture {
+    call: AsyncCall,
+}
+
+/// The reply of a two-way call of a plain CORBA operation made with
+/// [`ObjectProxy::invoke_cdr_async`](crate::ObjectProxy::invoke_cdr_async): a future of its
+/// [`CdrReply`] (results or user exception), or of the system exception the call ended with.
+///
+/// It behaves as a [`ReplyFuture`] does: the request is already on its way when you get
+/// it, a thread leading the ORB's event loop reads the reply, it resolves with TIMEOUT past
+/// its deadline, and dropping it before the reply cancels the call.
+///
+/// `Send`, `'static` and `Unpin`.
+#[must_use = "the request is sent already; dropping the future cancels it"]
+#[derive(Debug)]
+pub struct CdrReplyFuture {
+    call: AsyncCall,
+}
+
+/// The answer to [`ObjectProxy::is_a_async`](crate::ObjectProxy::is_a_async) or
+/// [`ObjectProxy::non_existent_async`](crate::ObjectProxy::non_existent_async): a future of
+/// the object's boolean answer, or of the system exception the call ended with.
+///
+/// It behaves as a [`ReplyFuture`] does (sent already, TIMEOUT past its deadline, dropping
+/// it cancels the call). `Send`, `'static` and `Unpin`.
+#[must_use = "the request is sent already; dropping the future cancels it"]
+#[derive(Debug)]
+pub struct BoolReplyFuture {
+    call: AsyncCall,
+    /// `_non_existent`: OBJECT_NOT_EXIST is the answer true, as for the blocking call.
+    not_exist_is_true: bool,
+}
+
+/// The result of a oneway call made with
+/// [`ObjectProxy::invoke_oneway_async`](crate::ObjectProxy::invoke_oneway_async): a future
+/// that is ready at once, with what handing the request to the connection came to.
+///
+/// Everything a oneway waits for (connecting, room in the outgoing queue, or, for a
+/// collocated object, its servant running) happened on the calling thread before the future
+/// was returned, as it does for a [`ReplyFuture`]'s request; a oneway has no reply, so there
+/// is nothing left to wait for. `Send`, `'static` and `Unpin`.
+#[must_use = "the request is sent already; the future only holds the result of sending it"]
+#[derive(Debug)]
+pub struct OnewayFuture {
+    result: Option<Result<(), SystemException>>,
+}
+
+impl OnewayFuture {
+    pub(crate) fn ready(result: Result<(), SystemException>) -> Self {
+        OnewayFuture {
+            result: Some(result),
+        }
+    }
+}
+
+impl Future for OnewayFuture {
+    type Output = Result<(), SystemException>;
+
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Poll::Ready(
+            self.get_mut().result.take().unwrap_or_else(|| {
+                Err(polled_after_ready("oneway future polled after it resolved"))
+            }),
+        )
+    }
+}
+
+/// BAD_INV_ORDER for a future polled again after it resolved.
+fn polled_after_ready(detail: &str) -> SystemException {
+    SystemException::new(SystemExceptionKind::BAD_INV_ORDER, 0, CompletionStatus::No)
+        .with_detail(detail.to_string())
+}
+
+/// An asynchronous two-way call, whatever its parameters and however its reply is decoded:
+/// the machinery the public futures share. It resolves with the final reply (forwards
+/// followed), whose status the public future turns into its result.
+#[derive(Debug)]
+struct AsyncCall {
     state: State,
     /// The call as its interceptors' after hooks see it (only with client interceptors:
     /// boxed, so that a future without them stays small and costs no allocation).
     hooks: Option<Box<AfterHooks>>,
+}
+
+/// What an asynchronous call sends as its parameters, kept to send them again after a
+/// LOCATION_FORWARD or a CloseConnection.
+#[derive(Clone, Debug)]
+pub(crate) enum CallBody {
+    /// One octet sequence (protobuf bytes).
+    Octets(Bytes),
+    /// The CDR-encoded parameters of a plain CORBA operation, in native byte order, once for
+    /// each alignment the body may start at: index `i` holds them written from logical
+    /// position `i` (mod 8). A GIOP 1.2 body (and a collocated call's) starts aligned to 8;
+    /// a GIOP 1.0 or 1.1 body follows its header directly, at any position.
+    Cdr(Arc<[Bytes; 8]>),
+}
+
+impl CallBody {
+    /// The CDR parameters `write` writes, encoded for each alignment (see [`CallBody::Cdr`]).
+    pub(crate) fn cdr(write: &dyn Fn(&mut CdrWriter<'_>)) -> Self {
+        let at = |residue: usize| {
+            let mut buf = BytesMut::zeroed(residue);
+            write(&mut CdrWriter::with_origin(&mut buf, ByteOrder::NATIVE, 0));
+            buf.split_off(residue).freeze()
+        };
+        let aligned = at(0);
+        if aligned.is_empty() {
+            // No parameters: nothing depends on alignment.
+            return CallBody::Cdr(Arc::new(std::array::from_fn(|_| Bytes::new())));
+        }
+        CallBody::Cdr(Arc::new(std::array::from_fn(|i| match i {
+            0 => aligned.clone(),
+            i => at(i),
+        })))
+    }
+
+    /// The body's length as written at an aligned start.
+    fn len(&self) -> usize {
+        match self {
+            CallBody::Octets(b) => b.len(),
+            CallBody::Cdr(v) => v[0].len(),
+        }
+    }
+
+    /// Runs `f` with the call's parameters as [`Params`] carrying `metadata`.
+    fn with_params<R>(&self, metadata: &[ServiceContext], f: impl FnOnce(Params<'_>) -> R) -> R {
+        match self {
+            CallBody::Octets(octets) => {
+                let write = |w: &mut CdrWriter<'_>| w.write_octets(octets);
+                f(Params {
+                    write: &write,
+                    split: Some(octets),
+                    hint: 0,
+                    metadata,
+                })
+            }
+            CallBody::Cdr(encoded) => {
+                let write = |w: &mut CdrWriter<'_>| w.write_raw(&encoded[w.position() % 8]);
+                f(Params {
+                    write: &write,
+                    split: None,
+                    hint: encoded[0].len() + 8,
+                    metadata,
+                })
+            }
+        }
+    }
 }
 
 /// What running the after hooks of an asynchronous call takes.
@@ -96,14 +246,13 @@ struct AfterHooks {
     target: Arc<ObjectRef>,
     operation: Box<str>,
     metadata: Metadata,
-    /// The reply's metadata, once a reply came (decoded only for the hooks).
-    reply_metadata: Metadata,
 }
 
 #[derive(Debug)]
 enum State {
-    /// Resolved (or failed before anything was sent); `None` once taken.
-    Ready(Option<Result<Bytes, Exception>>),
+    /// Resolved (or failed before anything was sent): the final reply (no forward), or
+    /// what the call failed with; `None` once taken.
+    Ready(Option<Result<Reply, SystemException>>),
     /// On the wire, waiting for the reply (boxed: the future stays small to move around).
     Waiting(Box<InFlight>),
 }
@@ -113,7 +262,7 @@ enum State {
 struct Call {
     target: Arc<ObjectRef>,
     operation: Box<str>,
-    body: Bytes,
+    body: CallBody,
     deadline: Instant,
     hops: usize,
     /// The metadata contexts the request carries (`None`: none).
@@ -155,6 +304,62 @@ impl ReplyFuture {
         target: &Arc<ObjectRef>,
         operation: &str,
         body: Bytes,
+        timeout: Option<Duration>,
+        md: &[ServiceContext],
+    ) -> Self {
+        ReplyFuture {
+            call: AsyncCall::start(orb, target, operation, CallBody::Octets(body), timeout, md),
+        }
+    }
+}
+
+impl CdrReplyFuture {
+    /// Sends `body` (CDR parameters) for `operation` to `target` and returns the future of
+    /// its reply (see [`ObjectProxy::invoke_cdr_async`](crate::ObjectProxy::invoke_cdr_async)).
+    pub(crate) fn start(
+        orb: &Orb,
+        target: &Arc<ObjectRef>,
+        operation: &str,
+        body: CallBody,
+        timeout: Option<Duration>,
+        md: &[ServiceContext],
+    ) -> Self {
+        CdrReplyFuture {
+            call: AsyncCall::start(orb, target, operation, body, timeout, md),
+        }
+    }
+}
+
+impl BoolReplyFuture {
+    /// Sends `_is_a(repository_id)` to `target` (as [`Orb::is_a`] does) and returns the
+    /// future of its answer.
+    pub(crate) fn is_a(orb: &Orb, target: &Arc<ObjectRef>, repository_id: &str) -> Self {
+        let body = CallBody::cdr(&|w| w.write_string(repository_id));
+        BoolReplyFuture {
+            call: AsyncCall::start(orb, target, "_is_a", body, None, &[]),
+            not_exist_is_true: false,
+        }
+    }
+
+    /// Sends `_non_existent` to `target` (as [`Orb::non_existent`] does) and returns the
+    /// future of its answer.
+    pub(crate) fn non_existent(orb: &Orb, target: &Arc<ObjectRef>) -> Self {
+        let body = CallBody::cdr(&|_| {});
+        BoolReplyFuture {
+            call: AsyncCall::start(orb, target, "_non_existent", body, None, &[]),
+            not_exist_is_true: true,
+        }
+    }
+}
+
+impl AsyncCall {
+    /// Sends `body` as the parameters of `operation` to `target`: the call, waiting for its
+    /// reply.
+    fn start(
+        orb: &Orb,
+        target: &Arc<ObjectRef>,
+        operation: &str,
+        body: CallBody,
         timeout: Option<Duration>,
         md: &[ServiceContext],
     ) -> Self {
@@ -202,7 +407,6 @@ impl ReplyFuture {
                 target: target.clone(),
                 operation: operation.into(),
                 metadata: request.metadata,
-                reply_metadata: Metadata::new(),
             }));
         }
         let call = Call {
@@ -213,15 +417,15 @@ impl ReplyFuture {
             hops: 0,
             metadata,
         };
-        ReplyFuture {
+        AsyncCall {
             state: InFlight::send(orb, call),
             hooks,
         }
     }
 
-    fn failed(e: impl Into<Exception>) -> Self {
-        ReplyFuture {
-            state: State::Ready(Some(Err(e.into()))),
+    fn failed(e: SystemException) -> Self {
+        AsyncCall {
+            state: State::Ready(Some(Err(e))),
             hooks: None,
         }
     }
@@ -236,21 +440,16 @@ impl OrbInner {
     ) -> Result<(Sent, Arc<TaskSlot>, DeadlineKey), SystemException> {
         self.check_running()?;
         let slot = Arc::new(TaskSlot::new());
-        let octets = &call.body;
-        let write = |w: &mut CdrWriter<'_>| w.write_octets(octets);
-        let params = Params {
-            write: &write,
-            split: Some(octets),
-            hint: 0,
-            metadata: call.metadata.as_deref().unwrap_or(&[]),
-        };
-        let sent = self.send_request(
-            &call.target,
-            &call.operation,
-            params,
-            call.deadline,
-            Some(Waiter::Task(slot.clone())),
-        )?;
+        let metadata = call.metadata.as_deref().unwrap_or(&[]);
+        let sent = call.body.with_params(metadata, |params| {
+            self.send_request(
+                &call.target,
+                &call.operation,
+                params,
+                call.deadline,
+                Some(Waiter::Task(slot.clone())),
+            )
+        })?;
         let entry = CallDeadline::Remote(sent.conn.clone(), sent.request_id, sent.version);
         let timer = self.set_call_timer(call.deadline, entry);
         Ok((sent, slot, timer))
@@ -269,22 +468,17 @@ impl OrbInner {
     /// or, if the servant deferred its answer, one waiting for it with a deadline timer.
     fn call_local_async(&self, orb: &Orb, call: Call, profile: &IiopProfile) -> State {
         let slot = Arc::new(TaskSlot::new());
-        let octets = &call.body;
-        let write = |w: &mut CdrWriter<'_>| w.write_octets(octets);
-        let params = Params {
-            write: &write,
-            split: Some(octets),
-            hint: 0,
-            metadata: call.metadata.as_deref().unwrap_or(&[]),
-        };
-        let answer = self.call_local_with(
-            profile,
-            &call.operation,
-            true,
-            params,
-            call.deadline,
-            Some(&slot),
-        );
+        let metadata = call.metadata.as_deref().unwrap_or(&[]);
+        let answer = call.body.with_params(metadata, |params| {
+            self.call_local_with(
+                profile,
+                &call.operation,
+                true,
+                params,
+                call.deadline,
+                Some(&slot),
+            )
+        });
         let completion = match answer {
             Ok(LocalAnswer::Now(reply)) => Ok(reply),
             Err(e) => Err(e),
@@ -335,7 +529,7 @@ impl InFlight {
                 timer,
                 finished: false,
             })),
-            Err(e) => State::Ready(Some(Err(e.into()))),
+            Err(e) => State::Ready(Some(Err(e))),
         }
     }
 
@@ -388,10 +582,10 @@ fn next_step(completion: Option<Completion>, call: &Call) -> Next {
         {
             match forward_target(&reply.body) {
                 Ok(t) => Next::Again(Some(t)),
-                Err(e) => Next::Done(Err(e.into())),
+                Err(e) => Next::Done(Err(e)),
             }
         }
-        Some(Ok(Some(reply))) => Next::Done(octets_reply(reply)),
+        Some(Ok(Some(reply))) => Next::Done(Ok(reply)),
         Some(Err(e))
             if e.minor == minor::CLOSED_BY_PEER
                 && e.completed == CompletionStatus::No
@@ -402,20 +596,18 @@ fn next_step(completion: Option<Completion>, call: &Call) -> Next {
             // new connection (WIRE-GIOP §2.5), as a blocking call does.
             Next::Again(None)
         }
-        Some(Err(e)) => Next::Done(Err(e.into())),
-        Some(Ok(None)) => Next::Done(Err(
-            SystemException::internal("completed without a reply").into()
-        )),
+        Some(Err(e)) => Next::Done(Err(e)),
+        Some(Ok(None)) => Next::Done(Err(SystemException::internal("completed without a reply"))),
         None => Next::Done(Err(SystemException::internal(
             "reply slot empty after completion",
-        )
-        .into())),
+        ))),
     }
 }
 
 /// What a completed call leads to.
 enum Next {
-    Done(Result<Bytes, Exception>),
+    /// The final reply (no forward to follow), or what the call failed with.
+    Done(Result<Reply, SystemException>),
     /// Send the call again (to this target, if forwarded).
     Again(Option<ObjectRef>),
 }
@@ -424,46 +616,103 @@ impl Future for ReplyFuture {
     type Output = Result<Bytes, Exception>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        let Poll::Ready(result) = this.poll_reply(cx) else {
-            return Poll::Pending;
-        };
-        if let Some(h) = this.hooks.take() {
-            let request = ClientRequest {
-                operation: &h.operation,
-                target: &h.target,
-                twoway: true,
-                metadata: h.metadata,
-                reply_metadata: h.reply_metadata,
-            };
-            let outcome = match &result {
+        self.get_mut().call.poll_with(
+            cx,
+            |r| r.map_err(Exception::from).and_then(octets_reply),
+            |r| match r {
                 Ok(_) => Outcome::Ok,
                 Err(Exception::User(_)) => Outcome::UserException,
                 Err(Exception::System(e)) => Outcome::SystemException(e),
-            };
-            for i in h.orb.inner.config.interceptors.client.iter().rev() {
-                i.receive_reply(&request, outcome);
-            }
-        }
-        Poll::Ready(result)
+            },
+        )
     }
 }
 
-impl ReplyFuture {
-    /// [`poll`](Future::poll) without the interceptors' after hooks.
-    fn poll_reply(&mut self, cx: &mut Context<'_>) -> Poll<Result<Bytes, Exception>> {
+impl Future for CdrReplyFuture {
+    type Output = Result<CdrReply, SystemException>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.get_mut().call.poll_with(
+            cx,
+            |r| r.and_then(Reply::into_cdr_reply),
+            |r| match r {
+                Ok(CdrReply::NoException(_)) => Outcome::Ok,
+                Ok(CdrReply::UserException { .. }) => Outcome::UserException,
+                Err(e) => Outcome::SystemException(e),
+            },
+        )
+    }
+}
+
+impl Future for BoolReplyFuture {
+    type Output = Result<bool, SystemException>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let not_exist_is_true = this.not_exist_is_true;
+        // The hooks see OBJECT_NOT_EXIST as the exception it is, as a blocking
+        // `non_existent`'s do; only its caller reads it as the answer.
+        let answer = this.call.poll_with(
+            cx,
+            |r| r.and_then(|reply| bool_reply(&reply)),
+            |r| match r {
+                Ok(_) => Outcome::Ok,
+                Err(e) => Outcome::SystemException(e),
+            },
+        );
+        answer.map(|r| match r {
+            Err(e) if not_exist_is_true && e.kind == SystemExceptionKind::OBJECT_NOT_EXIST => {
+                Ok(true)
+            }
+            other => other,
+        })
+    }
+}
+
+impl AsyncCall {
+    /// Polls for the final reply; once there, decodes it with `decode` and runs the
+    /// interceptors' after hooks with the outcome `outcome` reads from the result.
+    fn poll_with<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        decode: impl FnOnce(Result<Reply, SystemException>) -> T,
+        outcome: impl FnOnce(&T) -> Outcome<'_>,
+    ) -> Poll<T> {
+        let Poll::Ready(reply) = self.poll_reply(cx) else {
+            return Poll::Pending;
+        };
+        let Some(h) = self.hooks.take() else {
+            return Poll::Ready(decode(reply));
+        };
+        // Whichever way the reply came (over a connection, from a collocated servant at once
+        // or deferred, after forwards): its metadata, decoded only for the hooks.
+        let reply_metadata = match &reply {
+            Ok(reply) => super::intercept::reply_metadata(reply),
+            Err(_) => Metadata::new(),
+        };
+        let result = decode(reply);
+        let request = ClientRequest {
+            operation: &h.operation,
+            target: &h.target,
+            twoway: true,
+            metadata: h.metadata,
+            reply_metadata,
+        };
+        let outcome = outcome(&result);
+        for i in h.orb.inner.config.interceptors.client.iter().rev() {
+            i.receive_reply(&request, outcome);
+        }
+        Poll::Ready(result)
+    }
+
+    /// Polls for the final reply (forwards and resends followed), without the after hooks.
+    fn poll_reply(&mut self, cx: &mut Context<'_>) -> Poll<Result<Reply, SystemException>> {
         let this = self;
         loop {
             let f = match &mut this.state {
                 State::Ready(r) => {
                     return Poll::Ready(r.take().unwrap_or_else(|| {
-                        Err(SystemException::new(
-                            SystemExceptionKind::BAD_INV_ORDER,
-                            0,
-                            CompletionStatus::No,
-                        )
-                        .with_detail("reply future polled after it resolved")
-                        .into())
+                        Err(polled_after_ready("reply future polled after it resolved"))
                     }))
                 }
                 State::Waiting(f) => f,
@@ -485,17 +734,13 @@ impl ReplyFuture {
                             ),
                         });
                         this.state = State::Ready(None);
-                        return Poll::Ready(Err(e.into()));
+                        return Poll::Ready(Err(e));
                     }
                     return Poll::Pending;
                 }
             };
             f.finished = true;
             f.orb.inner.call_deadlines.remove(f.timer);
-            if let (Some(h), Some(Ok(Some(reply)))) = (this.hooks.as_mut(), &completion) {
-                // For the after hooks (decoded only when there are some).
-                h.reply_metadata = super::intercept::reply_metadata(reply);
-            }
             let next = next_step(completion, &f.call);
             match next {
                 Next::Done(r) => {
@@ -528,5 +773,46 @@ impl InFlight {
             hops: self.call.hops,
             metadata: self.call.metadata.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each alignment's encoding of CDR parameters is what a writer at that position writes:
+    /// the padding before an aligned value depends on where the body starts.
+    #[test]
+    fn cdr_parameters_are_encoded_for_every_start_alignment() {
+        let write = |w: &mut CdrWriter<'_>| {
+            w.write_octet(1);
+            w.write_u64(2);
+            w.write_string("x");
+        };
+        let CallBody::Cdr(encoded) = CallBody::cdr(&write) else {
+            panic!("not a CDR body");
+        };
+        for (residue, bytes) in encoded.iter().enumerate() {
+            // The u64 starts at the next multiple of 8 after the octet.
+            let pad = (8 - (residue + 1) % 8) % 8;
+            assert_eq!(bytes[0], 1, "residue {residue}");
+            assert!(
+                bytes[1..1 + pad].iter().all(|&b| b == 0),
+                "residue {residue}"
+            );
+            let mut u64_bytes = [0; 8];
+            u64_bytes.copy_from_slice(&bytes[1 + pad..9 + pad]);
+            let value = match ByteOrder::NATIVE {
+                ByteOrder::Big => u64::from_be_bytes(u64_bytes),
+                ByteOrder::Little => u64::from_le_bytes(u64_bytes),
+            };
+            assert_eq!(value, 2, "residue {residue}");
+            // Then the string: a 4-aligned length (already aligned), "x" and its nul.
+            assert_eq!(bytes.len(), 9 + pad + 4 + 2, "residue {residue}");
+        }
+        let CallBody::Cdr(empty) = CallBody::cdr(&|_| {}) else {
+            panic!("not a CDR body");
+        };
+        assert!(empty.iter().all(|b| b.is_empty()));
     }
 }

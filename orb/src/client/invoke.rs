@@ -175,7 +175,7 @@ pub(crate) fn octets_reply(reply: Reply) -> Result<Bytes, Exception> {
     }
 }
 
-fn bool_reply(reply: &Reply) -> Result<bool, SystemException> {
+pub(crate) fn bool_reply(reply: &Reply) -> Result<bool, SystemException> {
     match reply.header.status {
         ReplyStatus::NoException => reply.body.reader().read_bool().map_err(|e| {
             SystemException::marshal(minor::BAD_REPLY, CompletionStatus::Yes, e.to_string())

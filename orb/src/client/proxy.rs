@@ -1,6 +1,6 @@
 //! [`ObjectProxy`]: the client-side handle generated stubs call through.
 
-use crate::client::ami::ReplyFuture;
+use crate::client::ami::{BoolReplyFuture, CallBody, CdrReplyFuture, OnewayFuture, ReplyFuture};
 use crate::exception::{Exception, SystemException};
 use crate::giop::ServiceContext;
 use crate::ior::ObjectRef;
@@ -195,6 +195,39 @@ impl ObjectProxy {
             .invoke_oneway(&self.target, operation, body, None, self.md())
     }
 
+    /// The asynchronous form of [`invoke_oneway`](Self::invoke_oneway), for code that awaits
+    /// its calls: hands the request to the connection now and returns a future of the
+    /// outcome, which is ready at once.
+    ///
+    /// As for [`invoke_async`](Self::invoke_async)'s request, the handing over happens on the
+    /// calling thread before this returns, and may block it: to open the connection if none
+    /// is open to the target's endpoint (and to resolve the host name, which no deadline
+    /// bounds), and to wait for room in the connection's outgoing queue if a peer that does
+    /// not read has filled it. Both waits are bounded by the ORB's default call timeout (or
+    /// the deadline inherited from the upcall this thread is serving, whichever is sooner);
+    /// the thread takes part in the event loop meanwhile. A collocated object's servant runs
+    /// on the calling thread, as for the blocking oneway. Client interceptors run both hooks
+    /// here too. The future itself waits for nothing: a oneway has no reply, and its output
+    /// is the handing over's result (TIMEOUT or TRANSIENT with nothing sent, say). It says
+    /// nothing about delivery. Requests on one connection are written in the order they
+    /// are handed over: a call made after the future is returned follows this oneway on
+    /// the wire (whether the server also runs them in that order is up to the server).
+    pub fn invoke_oneway_async(&self, operation: &str, body: Bytes) -> OnewayFuture {
+        OnewayFuture::ready(self.invoke_oneway(operation, body))
+    }
+
+    /// [`invoke_oneway_async`](Self::invoke_oneway_async) bounded by `timeout` instead of
+    /// the ORB's default call timeout, as
+    /// [`invoke_oneway_with_timeout`](Self::invoke_oneway_with_timeout) is.
+    pub fn invoke_oneway_async_with_timeout(
+        &self,
+        operation: &str,
+        body: Bytes,
+        timeout: Duration,
+    ) -> OnewayFuture {
+        OnewayFuture::ready(self.invoke_oneway_with_timeout(operation, body, timeout))
+    }
+
     /// [`invoke_oneway`](Self::invoke_oneway) bounded by `timeout` instead of the ORB's
     /// default call timeout (the deadline inherited from an upcall still caps it).
     ///
@@ -258,13 +291,55 @@ impl ObjectProxy {
             .into_cdr_reply()
     }
 
+    /// The asynchronous form of [`invoke_cdr`](Self::invoke_cdr) (AMI): sends the request
+    /// now and returns a future of its [`CdrReply`](crate::cdr::CdrReply), a user exception
+    /// included; a system exception in the reply, or a failed call, is the future's error.
+    ///
+    /// The request is written before this returns, with the same waits on the calling
+    /// thread, deadline, cancellation on drop and need of a thread leading the ORB's event
+    /// loop as [`invoke_async`](Self::invoke_async). `body` runs before this returns too:
+    /// up to eight times, once for each alignment (mod 8) a request body may start at, so
+    /// that the call can be written again after a LOCATION_FORWARD or a CloseConnection
+    /// without it (a GIOP 1.0 or 1.1 body follows its header unaligned).
+    pub fn invoke_cdr_async(
+        &self,
+        operation: &str,
+        body: &dyn Fn(&mut crate::cdr::CdrWriter<'_>),
+        timeout: Option<Duration>,
+    ) -> CdrReplyFuture {
+        CdrReplyFuture::start(
+            &self.orb,
+            &self.target,
+            operation,
+            CallBody::cdr(body),
+            timeout,
+            self.md(),
+        )
+    }
+
     /// Asks the object whether it implements `repository_id` (remote `_is_a`).
     pub fn is_a(&self, repository_id: &str) -> Result<bool, SystemException> {
         self.orb.is_a(&self.target, repository_id)
     }
 
+    /// The asynchronous form of [`is_a`](Self::is_a): sends the same `_is_a` request now
+    /// (with the ORB's default call timeout, and as [`invoke_async`](Self::invoke_async)
+    /// does) and returns a future of the answer. A collocated object answers on the calling
+    /// thread, without a socket; the future is then ready at once.
+    pub fn is_a_async(&self, repository_id: &str) -> BoolReplyFuture {
+        BoolReplyFuture::is_a(&self.orb, &self.target, repository_id)
+    }
+
     /// Asks whether the object no longer exists (remote `_non_existent`).
     pub fn non_existent(&self) -> Result<bool, SystemException> {
         self.orb.non_existent(&self.target)
+    }
+
+    /// The asynchronous form of [`non_existent`](Self::non_existent): sends the same
+    /// `_non_existent` request now (as [`is_a_async`](Self::is_a_async) does) and returns a
+    /// future of the answer; OBJECT_NOT_EXIST in the reply is the answer true, as for the
+    /// blocking call.
+    pub fn non_existent_async(&self) -> BoolReplyFuture {
+        BoolReplyFuture::non_existent(&self.orb, &self.target)
     }
 }
