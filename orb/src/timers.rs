@@ -129,18 +129,31 @@ impl Housekeeping {
     }
 }
 
-/// Where a [`Deadlines`] entry is, to remove it before it is due.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct DeadlineKey(Instant, u64);
+/// Where a [`Deadlines`] entry is, to remove it before it is due: its slot in the table and
+/// the entry's number (a slot is reused; the number is not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DeadlineKey {
+    slot: usize,
+    seq: u64,
+}
 
 /// Deadlines of asynchronous calls, each with what its expiry needs (`T`): the leader's
 /// poll timeout covers the nearest, and the leader takes those that are due
 /// ([`take_due`](Self::take_due)) to fail them with TIMEOUT. Blocking calls need none: their
 /// own thread times out.
 ///
+/// The entries are in a slab (insert and remove: no search, no allocation once it has
+/// grown), their times in a min-heap that a removal does not touch: a removed entry's time
+/// stays in the heap until it reaches the top or the heap is rebuilt, which an insert does
+/// when it holds more than twice the live entries (so it never holds much more than twice
+/// the most entries live at once, whatever the pattern). A `BTreeMap` here cost an allocation and a free per call when
+/// calls are made one at a time (its root node comes and goes with its one entry).
+///
 /// Invariants, kept by its methods alone:
 /// - An entry leaves the table once: removed by its owner (the call finished first) or taken
-///   by the leader as due, whichever comes first.
+///   by the leader as due, whichever comes first. A heap item is live iff the slab's entry
+///   in its slot has its number.
+/// - Every live entry has its item in the heap.
 /// - `nearest` is never later than the earliest entry (it may be earlier, after a removal:
 ///   the leader then wakes for nothing and reads the next one); 0 when the table is empty.
 ///   It is written under the table's lock and read without it, so the leader's poll reads no
@@ -153,8 +166,33 @@ pub(crate) struct DeadlineKey(Instant, u64);
 pub(crate) struct Deadlines<T> {
     epoch: Instant,
     nearest: std::sync::atomic::AtomicU64,
-    seq: std::sync::atomic::AtomicU64,
-    table: std::sync::Mutex<std::collections::BTreeMap<DeadlineKey, T>>,
+    table: std::sync::Mutex<Table<T>>,
+}
+
+/// The entries and their times (see [`Deadlines`]).
+#[derive(Debug)]
+struct Table<T> {
+    entries: slab::Slab<(u64, T)>,
+    /// (time, number, slot), earliest first.
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<(Instant, u64, usize)>>,
+    seq: u64,
+}
+
+impl<T> Table<T> {
+    fn is_live(&self, &(_, seq, slot): &(Instant, u64, usize)) -> bool {
+        self.entries.get(slot).is_some_and(|(s, _)| *s == seq)
+    }
+
+    /// Drops removed entries' items from the top of the heap; the earliest live time.
+    fn earliest(&mut self) -> Option<Instant> {
+        while let Some(std::cmp::Reverse(top)) = self.heap.peek() {
+            if self.is_live(top) {
+                return Some(top.0);
+            }
+            self.heap.pop();
+        }
+        None
+    }
 }
 
 impl<T> Deadlines<T> {
@@ -162,8 +200,11 @@ impl<T> Deadlines<T> {
         Deadlines {
             epoch: Instant::now(),
             nearest: Default::default(),
-            seq: Default::default(),
-            table: Default::default(),
+            table: std::sync::Mutex::new(Table {
+                entries: slab::Slab::new(),
+                heap: std::collections::BinaryHeap::new(),
+                seq: 0,
+            }),
         }
     }
 
@@ -171,32 +212,51 @@ impl<T> Deadlines<T> {
         (t.saturating_duration_since(self.epoch).as_nanos() as u64).max(1)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<DeadlineKey, T>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table<T>> {
         crate::sync::std_lock(&self.table)
     }
 
     /// Adds `value` due at `at`. The caller then arms the reactor's alarm for `at`, so that
     /// whoever waits on the timers hears of it.
     pub(crate) fn insert(&self, at: Instant, value: T) -> DeadlineKey {
-        let key = DeadlineKey(at, self.seq.fetch_add(1, Ordering::Relaxed));
-        let ns = self.at(at);
         let mut t = self.lock();
-        t.insert(key, value);
+        t.seq += 1;
+        let seq = t.seq;
+        let slot = t.entries.insert((seq, value));
+        if t.heap.len() >= 2 * t.entries.len() + 32 {
+            // Mostly removed entries' items: rebuilt from the live ones (amortised: at least
+            // as many inserts come between two rebuilds as the rebuild moves).
+            let Table { entries, heap, .. } = &mut *t;
+            let live: Vec<_> = std::mem::take(heap)
+                .into_vec()
+                .into_iter()
+                .filter(|std::cmp::Reverse((_, seq, slot))| {
+                    entries.get(*slot).is_some_and(|(s, _)| s == seq)
+                })
+                .collect();
+            *heap = live.into();
+        }
+        t.heap.push(std::cmp::Reverse((at, seq, slot)));
+        let ns = self.at(at);
         let old = self.nearest.load(Ordering::Relaxed);
         if old == 0 || ns < old {
             self.nearest.store(ns, Ordering::SeqCst);
         }
-        key
+        DeadlineKey { slot, seq }
     }
 
     /// Removes the entry under `key` (its call finished); `None` if the leader took it.
     pub(crate) fn remove(&self, key: DeadlineKey) -> Option<T> {
         let mut t = self.lock();
-        let v = t.remove(&key);
-        if t.is_empty() {
+        if !t.entries.get(key.slot).is_some_and(|(s, _)| *s == key.seq) {
+            return None;
+        }
+        let (_, v) = t.entries.remove(key.slot);
+        if t.entries.is_empty() {
+            t.heap.clear();
             self.nearest.store(0, Ordering::Release);
         }
-        v
+        Some(v)
     }
 
     /// The nearest deadline, if any (no lock).
@@ -207,14 +267,21 @@ impl<T> Deadlines<T> {
         }
     }
 
-    /// Takes every entry due at `now` out of the table.
+    /// Takes every entry due at `now` out of the table, earliest first.
     pub(crate) fn take_due(&self, now: Instant) -> Vec<T> {
         let mut t = self.lock();
-        let later = t.split_off(&DeadlineKey(now, u64::MAX));
-        let due = std::mem::replace(&mut *t, later);
-        let ns = t.keys().next().map_or(0, |k| self.at(k.0));
+        let mut due = Vec::new();
+        while let Some(at) = t.earliest() {
+            if at > now {
+                break;
+            }
+            if let Some(std::cmp::Reverse((_, _, slot))) = t.heap.pop() {
+                due.push(t.entries.remove(slot).1);
+            }
+        }
+        let ns = t.earliest().map_or(0, |at| self.at(at));
         self.nearest.store(ns, Ordering::Release);
-        due.into_values().collect()
+        due
     }
 }
 
@@ -239,5 +306,40 @@ mod tests {
         assert!(next > t0 + Duration::from_secs(9) && next <= t0 + Duration::from_secs(10));
         assert_eq!(d.take_due(t0 + Duration::from_secs(10)), vec!["late"]);
         assert_eq!(d.next_due(), None);
+    }
+
+    /// Entries removed in any order never come due, the heap's removed items are dropped
+    /// (after an insert it holds at most about twice the live entries), and the live ones
+    /// come due in time order, equal times in insertion order.
+    #[test]
+    fn removed_entries_do_not_pile_up_and_the_rest_come_due_in_order() {
+        let d = Deadlines::new();
+        let t0 = Instant::now();
+        let mut keep = Vec::new();
+        for i in 0..10_000u64 {
+            // Times out of order; every tenth entry stays.
+            let at = t0 + Duration::from_millis(1 + (i * 7919) % 1000);
+            let k = d.insert(at, i);
+            {
+                let t = d.lock();
+                let (heap, live) = (t.heap.len(), t.entries.len());
+                assert!(heap <= 2 * live + 33, "heap {heap} live {live}");
+            }
+            if i % 10 == 0 {
+                keep.push((at, i));
+            } else {
+                assert_eq!(d.remove(k), Some(i));
+                assert_eq!(d.remove(k), None);
+            }
+        }
+        keep.sort();
+        assert!(d.next_due().unwrap() <= keep[0].0);
+        let due = d.take_due(t0 + Duration::from_secs(2));
+        assert_eq!(due, keep.iter().map(|&(_, i)| i).collect::<Vec<_>>());
+        assert_eq!(d.next_due(), None);
+        let (a, b) = (d.insert(t0, 1), d.insert(t0, 2));
+        assert_ne!(a, b);
+        assert_eq!(d.take_due(t0), vec![1, 2]);
+        assert_eq!(d.remove(a), None, "taken by the leader");
     }
 }
