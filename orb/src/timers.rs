@@ -248,7 +248,7 @@ impl<T> Deadlines<T> {
     /// Removes the entry under `key` (its call finished); `None` if the leader took it.
     pub(crate) fn remove(&self, key: DeadlineKey) -> Option<T> {
         let mut t = self.lock();
-        if !t.entries.get(key.slot).is_some_and(|(s, _)| *s == key.seq) {
+        if t.entries.get(key.slot).is_none_or(|(s, _)| *s != key.seq) {
             return None;
         }
         let (_, v) = t.entries.remove(key.slot);
