@@ -129,9 +129,13 @@ fn scenario(accept: bool) {
             );
         }
     }
-    assert_eq!(
-        stats.connections_opened, 2,
-        "both calls connected to the backend"
+    // At least one connection per call (the second was made after the first dropped). More
+    // is fine: on a loaded machine the backend's 100 ms idle sweep can close a connection
+    // before its request goes out, and the call is then resent on a new one.
+    assert!(
+        stats.connections_opened >= 2,
+        "both calls connected to the backend: {} connections",
+        stats.connections_opened
     );
 }
 
