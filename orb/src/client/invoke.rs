@@ -408,23 +408,21 @@ impl OrbInner {
             peer = %conn.peer,
         );
         let _enter = span.enter();
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        let deadline_context;
+        // The DEADLINE context (first among the contexts), written straight into the frame.
+        let deadline_data = (twoway && version >= Version::V1_1).then(|| {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            CallChain(current_chain()).deadline_data(Deadline(remaining))
+        });
         // Holds contexts only on the one request per connection that announces BiDir, and on
         // requests with metadata.
         let mut first_contexts = Vec::new();
         let mut contexts: &[ServiceContext] = &[];
-        if twoway && version >= Version::V1_1 {
-            deadline_context = CallChain(current_chain()).with_deadline(Deadline(remaining));
-            contexts = std::slice::from_ref(&deadline_context);
-        }
         let announce = self.config.bidir
             && version >= Version::V1_2
             && matches!(conn.origin, Origin::Outbound(..))
             && !self.listen_addrs.is_empty()
             && !conn.bidir_announced.swap(true, Ordering::AcqRel);
         if announce || !params.metadata.is_empty() {
-            first_contexts.extend_from_slice(contexts);
             if announce {
                 // Once per connection, as omniORB does: the peer may call our objects back
                 // over this connection instead of opening one to us.
@@ -444,6 +442,7 @@ impl OrbInner {
             response_flags: if twoway { 0x03 } else { 0x00 },
             target: &target,
             operation,
+            deadline: deadline_data.as_ref(),
             service_context: contexts,
         };
         // Sized for the whole frame (header, contexts, inline body): growing it mid-write cost
@@ -453,7 +452,8 @@ impl OrbInner {
             Some(_) => 0,
             None => params.hint,
         };
-        let contexts_len: usize = contexts.iter().map(|c| c.data.len() + 12).sum();
+        let contexts_len: usize = contexts.iter().map(|c| c.data.len() + 12).sum::<usize>()
+            + if deadline_data.is_some() { 32 } else { 0 };
         let hint = 64 + profile.object_key.len() + operation.len() + contexts_len + inline_body;
         let parts = match params.split {
             Some(b) if b.len() >= crate::transport::SPLIT_BODY_AT => {

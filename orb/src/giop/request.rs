@@ -160,6 +160,7 @@ impl RequestHeader {
             response_flags: self.response_flags,
             target: &self.target,
             operation: &self.operation[..],
+            deadline: None,
             service_context: &self.service_context.0,
         }
     }
@@ -174,6 +175,9 @@ pub(crate) struct RequestHead<'a> {
     pub response_flags: u8,
     pub target: &'a TargetAddress,
     pub operation: &'a str,
+    /// A DEADLINE context's data ([`CallChain::deadline_data`](super::CallChain::deadline_data)),
+    /// written first among the contexts, straight into the frame.
+    pub deadline: Option<&'a [u8; 24]>,
     pub service_context: &'a [ServiceContext],
 }
 
@@ -305,7 +309,11 @@ fn write_head_in(
         w.write_raw(&[header.response_flags, 0, 0, 0]);
         header.target.encode(&mut w);
         w.write_string(header.operation);
-        super::service_context::encode_contexts(header.service_context, &mut w);
+        super::service_context::encode_contexts_after(
+            header.deadline,
+            header.service_context,
+            &mut w,
+        );
         let before_pad = w.buffer_index();
         w.align(8);
         let body_start = w.buffer_index();
@@ -316,7 +324,11 @@ fn write_head_in(
             dst.truncate(before_pad);
         }
     } else {
-        super::service_context::encode_contexts(header.service_context, &mut w);
+        super::service_context::encode_contexts_after(
+            header.deadline,
+            header.service_context,
+            &mut w,
+        );
         w.write_u32(header.request_id);
         w.write_bool(header.response_expected());
         if version.minor == 1 {

@@ -99,7 +99,21 @@ impl<const N: usize> ServiceContextList<N> {
 
 /// Encodes `list` as a `ServiceContextList`.
 pub(crate) fn encode_contexts(list: &[ServiceContext], w: &mut CdrWriter<'_>) {
-    w.write_len(list.len());
+    encode_contexts_after(None, list, w);
+}
+
+/// [`encode_contexts`] with a DEADLINE context first, given as its data
+/// ([`CallChain::deadline_data`]).
+pub(crate) fn encode_contexts_after(
+    deadline: Option<&[u8; 24]>,
+    list: &[ServiceContext],
+    w: &mut CdrWriter<'_>,
+) {
+    w.write_len(list.len() + usize::from(deadline.is_some()));
+    if let Some(data) = deadline {
+        w.write_u32(context_id::DEADLINE);
+        w.write_octets(data);
+    }
     for c in list {
         w.write_u32(c.id);
         w.write_octets(&c.data);
@@ -269,17 +283,23 @@ pub struct CallChain(pub u64);
 
 impl CallChain {
     /// The DEADLINE context carrying `deadline` and this chain.
+    #[cfg(any(test, feature = "unstable-wire"))]
     pub fn with_deadline(self, deadline: Deadline) -> ServiceContext {
-        let data = crate::outbuf::encode(24, |buf| {
-            let mut w = CdrWriter::new(buf, ByteOrder::NATIVE);
-            w.write_octet(ByteOrder::NATIVE.flag());
-            w.write_u64(deadline.micros());
-            w.write_u64(self.0);
-        });
         ServiceContext {
             id: context_id::DEADLINE,
-            data,
+            data: Bytes::copy_from_slice(&self.deadline_data(deadline)),
         }
+    }
+
+    /// The data of [`with_deadline`](Self::with_deadline)'s context, as the request writer
+    /// puts it straight into the frame (no buffer of its own per call): an encapsulation in
+    /// our byte order of the flag, padding to 8, the budget in microseconds and the chain.
+    pub(crate) fn deadline_data(self, deadline: Deadline) -> [u8; 24] {
+        let mut data = [0u8; 24];
+        data[0] = ByteOrder::NATIVE.flag();
+        data[8..16].copy_from_slice(&deadline.micros().to_ne_bytes());
+        data[16..].copy_from_slice(&self.0.to_ne_bytes());
+        data
     }
 
     /// The chain in DEADLINE context data, if it carries one (a budget alone does not).
@@ -442,6 +462,12 @@ mod tests {
             CallChain(0x0123_4567_89ab_cdef).with_deadline(Deadline(Duration::from_millis(3)));
         assert_eq!(ctx.id, context_id::DEADLINE);
         assert_eq!(ctx.data.len(), 24, "flag, 7 pad, budget, chain");
+        // Written by hand into the frame: byte for byte what the CDR writer encodes.
+        let cdr = crate::cdr::encapsulate(ByteOrder::NATIVE, |w| {
+            w.write_u64(3_000);
+            w.write_u64(0x0123_4567_89ab_cdef);
+        });
+        assert_eq!(&ctx.data[..], &cdr[..]);
         // A reader of the budget alone still reads it.
         assert_eq!(
             Deadline::from_context_data(&ctx.data).unwrap(),
