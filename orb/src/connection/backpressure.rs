@@ -59,7 +59,14 @@ impl DispatchGate {
     #[must_use]
     pub(crate) fn finished(&self, max: usize) -> bool {
         let left = self.dispatching.fetch_sub(1, Ordering::SeqCst) - 1;
-        left < max && self.paused.swap(false, Ordering::SeqCst)
+        // Read before it is taken back, so that an upcall finishing under the limit (all of
+        // them, mostly) pays no second read-modify-write. The read sees a pause whose
+        // `started` read the count before this decrement: that read-modify-write
+        // synchronises with the decrement (see the type's docs). The swap keeps "once per
+        // pause".
+        left < max
+            && self.paused.load(Ordering::SeqCst)
+            && self.paused.swap(false, Ordering::SeqCst)
     }
 
     /// Dispatches running now.
