@@ -291,8 +291,8 @@ impl CallChain {
         }
     }
 
-    /// The data of [`with_deadline`](Self::with_deadline)'s context, as the request writer
-    /// puts it straight into the frame (no buffer of its own per call): an encapsulation in
+    /// The data of the DEADLINE context carrying `deadline` and this chain, as the request
+    /// writer puts it straight into the frame (no buffer of its own per call): an encapsulation in
     /// our byte order of the flag, padding to 8, the budget in microseconds and the chain.
     pub(crate) fn deadline_data(self, deadline: Deadline) -> [u8; 24] {
         let mut data = [0u8; 24];
