@@ -168,6 +168,17 @@ struct Driver {
     fd: AsyncFd<EventFd>,
     /// Whatever was ready before the fd was registered is turned first.
     first: bool,
+    /// The connection whose writes the last turn kept held for the tasks it woke
+    /// (`Connection::keep_for_driver`): their requests queue there and go out together, in
+    /// one `writev`, when this driver is polled next (it wakes itself for that), instead of
+    /// one system call each.
+    held: Option<Arc<crate::connection::Connection>>,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.end_hold();
+    }
 }
 
 impl Driver {
@@ -181,14 +192,24 @@ impl Driver {
             orb,
             fd,
             first: true,
+            held: None,
         })
+    }
+
+    /// Sends what the woken tasks queued behind the last turn's hold, and ends it (unless
+    /// a sender that had to wait ended it already).
+    fn end_hold(&mut self) {
+        if let Some(c) = self.held.take() {
+            self.orb.inner.end_driver_hold(&c);
+        }
     }
 
     /// Turns while the fd is readable; `Ready(Ok)` once the ORB is shut down. The ORB's
     /// timers need no sleep here: the fd becomes readable when one is due.
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        let orb = &self.orb;
+        self.end_hold();
         loop {
+            let orb = &self.orb;
             if orb.is_shut_down() {
                 return Poll::Ready(Ok(()));
             }
@@ -201,7 +222,11 @@ impl Driver {
                 // Quiet, with this task's waker registered for the fd.
                 return Poll::Pending;
             }
-            let turn = orb.turn();
+            let (turn, held) = orb.inner.turn_keeping();
+            if let Some(c) = held {
+                c.keep_for_driver();
+                self.held = Some(c);
+            }
             if turn.more() {
                 // Work left that the fd may not announce again: keep its readiness and
                 // let the runtime's other tasks (the woken callers) run first.
@@ -210,6 +235,11 @@ impl Driver {
             }
             if let Some(mut guard) = ready {
                 guard.clear_ready();
+            }
+            if self.held.is_some() {
+                // The woken tasks run first, then this poll again ends the hold.
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
             }
         }
     }

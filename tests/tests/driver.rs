@@ -259,6 +259,86 @@ fn drive_with_runs_the_future_and_the_event_loop_together() {
     server.shutdown();
 }
 
+/// A driver's turn keeps the writes of the connection whose replies it handed out held for
+/// the tasks it woke, so that their next requests go out together at the driver's next
+/// poll. A blocking call made right after, on the runtime's thread and the same
+/// connection, must not queue behind that hold: it would wait for a reply to a request
+/// never written (until its deadline; the hang guard or the call's TIMEOUT fails this).
+#[test]
+fn a_blocking_call_after_a_turn_is_not_held_behind_the_drivers_hold() {
+    let server = Orb::builder().threads(2).build().unwrap();
+    let (_, r) = activate_echo(&server);
+    let client = Orb::builder()
+        .threads(0)
+        .no_listen()
+        .call_timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let stub = EchoClient::new(&client, r);
+    let c = client.clone();
+    within(120, move || {
+        current_thread()
+            .block_on(protorb::tokio::drive_with(c, async move {
+                for i in 0..50u32 {
+                    // Read by the driver's turn, which then holds the connection's writes.
+                    assert_eq!(stub.echo_async(msg(1, i)).await.unwrap(), msg(1, i));
+                    // Blocking, on the runtime's thread (as a servant's nested call would).
+                    assert_eq!(stub.echo(msg(2, i)).unwrap(), msg(2, i));
+                }
+            }))
+            .unwrap()
+    });
+    client.shutdown();
+    server.shutdown();
+}
+
+/// The same hold with the outgoing queue over its bound: the woken tasks' large requests
+/// fill it, and the sender that finds it full ends the hold (so the queue can drain) before
+/// it waits for room, instead of waiting for a drain that only the driver's next poll, on
+/// this same thread, would start. Every reply reaches its own future.
+#[test]
+fn requests_held_for_the_driver_past_the_queue_bound_still_go_out() {
+    let server = Orb::builder().threads(2).build().unwrap();
+    let (_, r) = activate_echo(&server);
+    let client = Orb::builder()
+        .threads(0)
+        .no_listen()
+        .max_queued_bytes(16 * 1024)
+        .call_timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let stub = EchoClient::new(&client, r);
+    let c = client.clone();
+    within(120, move || {
+        current_thread()
+            .block_on(protorb::tokio::drive_with(c, async move {
+                let tasks: Vec<_> = (0..16u32)
+                    .map(|t| {
+                        let stub = stub.clone();
+                        tokio::spawn(async move {
+                            for i in 0..20u32 {
+                                let m = Payload {
+                                    thread: t,
+                                    call: i,
+                                    data: payload(t, i, 6000 + (i as usize * 97) % 5000),
+                                };
+                                let got = stub.echo_async(m.clone()).await;
+                                assert_eq!(got.unwrap_or_else(|e| panic!("{t}/{i}: {e}")), m);
+                            }
+                        })
+                    })
+                    .collect();
+                for t in tasks {
+                    t.await.unwrap();
+                }
+            }))
+            .unwrap()
+    });
+    assert_eq!(client.stats().replies_received, 16 * 20);
+    client.shutdown();
+    server.shutdown();
+}
+
 /// `drive_with` with a future that wakes itself while it is polled (as a hand-written
 /// yield does): it still completes, and the runtime's other tasks still run meanwhile.
 #[test]

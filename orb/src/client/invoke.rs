@@ -472,6 +472,7 @@ impl OrbInner {
             ],
         };
         let thread = matches!(waiter, Some(Waiter::Thread(_)));
+        let task = matches!(waiter, Some(Waiter::Task(_)));
         if let Some(w) = waiter {
             if let Waiter::Thread(p) = &w {
                 p.will_await(request_id);
@@ -499,7 +500,12 @@ impl OrbInner {
                 self.lf.caller_will_wait(self);
             }
         }
-        if let Err(e) = self.send_or_wait(&conn, parts, || deadline) {
+        let sent = if task {
+            self.send_or_wait_async(&conn, parts, || deadline)
+        } else {
+            self.send_or_wait(&conn, parts, || deadline)
+        };
+        if let Err(e) = sent {
             conn.mux.forget(request_id);
             if thread {
                 self.lf.did_not_wait(self);

@@ -292,6 +292,8 @@ impl<S: Io> Connection<S> {
     /// frame queued behind that write (the CloseConnection) would be dropped by the close.
     /// What the socket does not take now is lost with the close.
     pub(crate) fn flush_before_close(&self, stats: &Stats, reactor: &impl WriteInterest<S>) {
+        // A driver's hold would keep `writing` set below until its next poll.
+        let _ = self.end_driver_hold(stats, reactor);
         for _ in 0..100_000 {
             let w = lock(&self.write);
             if w.closed || w.queue.is_empty() {
@@ -318,6 +320,33 @@ impl<S: Io> Connection<S> {
         }
         w.writing = true;
         true
+    }
+
+    /// Keeps the role taken by [`hold_writes`](Self::hold_writes) past the turn that took it,
+    /// for an event-loop driver (`protorb::tokio`): the replies the turn handed out wake
+    /// tasks that run only after it, on the driver's thread, and each sends its next
+    /// request at once; held, those requests go out in one `writev` when the driver is
+    /// polled next ([`end_driver_hold`](Self::end_driver_hold)) instead of one system call
+    /// each. Anyone who must not wait behind the hold (a sender about to wait for its reply
+    /// or for room in the queue, a close) ends it first.
+    pub(crate) fn keep_for_driver(&self) {
+        self.driver_held.store(true, Ordering::Release);
+    }
+
+    /// Ends a hold kept by [`keep_for_driver`](Self::keep_for_driver), writing what was
+    /// queued behind it; `None` if there was none (or another thread ended it first).
+    pub(crate) fn end_driver_hold(
+        &self,
+        stats: &Stats,
+        reactor: &impl WriteInterest<S>,
+    ) -> Option<io::Result<Flush>> {
+        // The plain load first: on every blocking send, where a hold is rare.
+        if !self.driver_held.load(Ordering::Acquire)
+            || !self.driver_held.swap(false, Ordering::AcqRel)
+        {
+            return None;
+        }
+        Some(self.release_writes(stats, reactor))
     }
 
     /// Gives back the role taken by [`hold_writes`](Self::hold_writes), writing what was queued

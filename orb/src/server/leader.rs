@@ -61,7 +61,7 @@ impl Driver for OrbInner {
         // caller it wakes sends its next request at once, and those go out in one `writev`
         // when the leader is done with the batch (before it reads, polls or leaves).
         let mut held = None;
-        let lead = self.lead_holding(p, deadline, &mut held);
+        let lead = self.lead_holding(p, deadline, &mut held, false);
         self.release_writes(&mut held);
         lead
     }
@@ -147,12 +147,31 @@ impl Driver for OrbInner {
 }
 
 impl OrbInner {
-    /// The leader's loop ([`Driver::lead`]); `held` is the connection whose writes it holds.
+    /// [`Driver::lead`] for a turn of an event-loop driver that keeps the writes it holds
+    /// past the turn (`protorb::tokio`; see [`Connection::keep_for_driver`]): the replies
+    /// it hands out wake tasks that run after the turn, and their requests queue in `held`
+    /// until the driver ends the hold. `held` carries over from one call to the next.
+    pub(super) fn lead_keeping(
+        &self,
+        p: &Arc<Participant>,
+        deadline: Option<Instant>,
+        held: &mut Option<Arc<Connection>>,
+    ) -> Lead<Upcall> {
+        if let Some(u) = self.upcalls.take_parked() {
+            return Lead::Upcall(u);
+        }
+        self.lead_holding(p, deadline, held, true)
+    }
+
+    /// The leader's loop ([`Driver::lead`]); `held` is the connection whose writes it holds,
+    /// released before each read and poll unless `keep` (a driver's turn: see
+    /// [`lead_keeping`](Self::lead_keeping)).
     fn lead_holding(
         &self,
         p: &Arc<Participant>,
         deadline: Option<Instant>,
         held: &mut Option<Arc<Connection>>,
+        keep: bool,
     ) -> Lead<Upcall> {
         let mut polled = false;
         // The first connection the last poll reported, served straight from the poll rather
@@ -161,15 +180,18 @@ impl OrbInner {
         let mut first = None;
         loop {
             while let Some(conn) = first.take().or_else(|| self.reactor.pop_ready()) {
-                let Some(frame) = self.service(&conn, held) else {
+                let Some(frame) = self.service(&conn, held, keep) else {
                     continue;
                 };
                 let holding = held.as_ref().is_some_and(|h| Arc::ptr_eq(h, &conn));
                 // Holding writes batches the requests of the callers this leader wakes; for
                 // the leader's own reply (it leaves right after) it would only cost locks.
                 let for_others = match &frame.message {
-                    // Not for a turn: the tasks it wakes run after it.
-                    Message::Reply(r) => !p.turn && (p.unbound || !p.awaits(r.header.request_id)),
+                    // Not for a plain turn: the tasks it wakes run after it (a driver's
+                    // turn keeps the hold for them).
+                    Message::Reply(r) => {
+                        (keep || !p.turn) && (p.unbound || !p.awaits(r.header.request_id))
+                    }
                     _ => false,
                 };
                 if for_others && !holding {
@@ -188,7 +210,9 @@ impl OrbInner {
                     Handled::Parked => return Lead::StepDown,
                 }
             }
-            self.release_writes(held);
+            if !keep {
+                self.release_writes(held);
+            }
             if polled || self.lf.is_shutdown() {
                 return Lead::Idle;
             }
@@ -216,7 +240,7 @@ impl OrbInner {
 
     /// Gives back the writer role taken in [`lead_holding`](Self::lead_holding), sending what
     /// the woken callers queued meanwhile.
-    fn release_writes(&self, held: &mut Option<Arc<Connection>>) {
+    pub(super) fn release_writes(&self, held: &mut Option<Arc<Connection>>) {
         if let Some(c) = held.take() {
             let r = c.release_writes(&self.stats, &self.reactor);
             self.after_write(&c, r);
@@ -250,8 +274,14 @@ impl OrbInner {
 
     /// Gets the next frame of a connection, reading the socket if none is decoded yet.
     /// Writes held by the leader are released before it reads the socket, so that a hold
-    /// spans one read's worth of frames at most.
-    fn service(&self, conn: &Arc<Connection>, held: &mut Option<Arc<Connection>>) -> Option<Frame> {
+    /// spans one read's worth of frames at most (unless `keep`: a driver's turn holds them
+    /// to its end, as the tasks they are held for run only after it).
+    fn service(
+        &self,
+        conn: &Arc<Connection>,
+        held: &mut Option<Arc<Connection>>,
+        keep: bool,
+    ) -> Option<Frame> {
         if conn.is_closed() || conn.dispatch.is_paused() {
             return None;
         }
@@ -272,7 +302,7 @@ impl OrbInner {
         let mut frame = rs.poll_frame();
         let mut eof = false;
         if frame.is_none() && rs.maybe_readable() {
-            if held.is_some() {
+            if held.is_some() && !keep {
                 drop(rs);
                 self.release_writes(held);
                 rs = conn.read_state();

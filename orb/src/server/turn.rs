@@ -24,8 +24,10 @@
 //! with nobody to promote wakes the event loop (`lf`'s `Wake::EventLoop`), which wakes the
 //! driver again.
 
-use crate::lf::{Driver, Lead, Participant};
+use crate::connection::Connection;
+use crate::lf::{Lead, Participant};
 use crate::orb::{Orb, OrbInner};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Rounds of leading one turn does at most (a round: the ready list and one poll, or one
@@ -118,7 +120,19 @@ impl Orb {
 impl OrbInner {
     /// [`Orb::turn`](crate::Orb::turn).
     pub(crate) fn turn(&self) -> Turn {
+        let (turn, mut held) = self.turn_keeping();
+        self.release_writes(&mut held);
+        turn
+    }
+
+    /// A turn that keeps the writes it holds for the tasks it woke: returns the connection
+    /// whose replies it handed out, if it could hold its writes, still held. The caller
+    /// releases it ([`release_writes`](Self::release_writes)), or keeps it for a driver
+    /// ([`Connection::keep_for_driver`]) until the driver's next poll, when those tasks
+    /// have sent their next requests ([`OrbInner::end_driver_hold`]).
+    pub(crate) fn turn_keeping(&self) -> (Turn, Option<Arc<Connection>>) {
         let p = Participant::for_turn();
+        let mut held = None;
         let (mut led, mut more, mut rounds) = (false, false, 0);
         // Whether this turn holds the role, or left it vacant for an upcall (and must pass
         // it on if it does not take it back).
@@ -132,8 +146,10 @@ impl OrbInner {
             }
             rounds += 1;
             // A deadline of now: the poll does not wait (timers that are due run first).
-            match self.lead(&p, Some(Instant::now())) {
+            match self.lead_keeping(&p, Some(Instant::now()), &mut held) {
                 Lead::Upcall(u) => {
+                    // User code may wait for the peer: not behind our own hold.
+                    self.release_writes(&mut held);
                     // Here as on a pool thread: a successor first, then user code.
                     self.lf.leave(&p, self, true);
                     (holding, vacated) = (false, true);
@@ -160,12 +176,13 @@ impl OrbInner {
         }
         Participant::recycle_turn(p);
         let shut_down = self.lf.is_shutdown();
-        Turn {
+        let turn = Turn {
             led,
             more: more && !shut_down,
             next_timer: if shut_down { None } else { self.next_timer() },
             shut_down,
-        }
+        };
+        (turn, held)
     }
 
     /// When the leader's next timer is due, if one is set.
