@@ -19,7 +19,7 @@ use ::tokio::io::unix::AsyncFd;
 use ::tokio::io::Interest;
 use std::future::Future;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 
@@ -54,7 +54,7 @@ impl AsRawFd for EventFd {
 pub fn drive(orb: Orb) -> impl Future<Output = std::io::Result<()>> + Send + 'static {
     async move {
         let mut driver = Driver::new(orb)?;
-        std::future::poll_fn(move |cx| driver.poll(cx)).await
+        std::future::poll_fn(move |cx| driver.poll(cx, None)).await
     }
 }
 
@@ -85,6 +85,7 @@ pub async fn drive_with<F: Future>(orb: Orb, future: F) -> std::io::Result<F::Ou
     let inner = Arc::new(InnerWake {
         woken: AtomicBool::new(false),
         polling: AtomicBool::new(false),
+        wakes: AtomicU64::new(0),
         outer: Mutex::new(None),
     });
     let waker = Waker::from(inner.clone());
@@ -105,7 +106,7 @@ pub async fn drive_with<F: Future>(orb: Orb, future: F) -> std::io::Result<F::Ou
                 return Poll::Ready(Ok(out));
             }
             if let Some(d) = &mut driver {
-                match d.poll(cx) {
+                match d.poll(cx, Some(&inner)) {
                     Poll::Ready(Ok(())) => driver = None, // shut down: only `future` is left
                     Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                     Poll::Pending => {}
@@ -133,6 +134,8 @@ const ROUNDS: usize = 16;
 struct InnerWake {
     woken: AtomicBool,
     polling: AtomicBool,
+    /// Wake-ups so far: the driver compares it around a turn with the tasks the turn woke.
+    wakes: AtomicU64,
     outer: Mutex<Option<Waker>>,
 }
 
@@ -152,6 +155,7 @@ impl Wake for InnerWake {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
+        self.wakes.fetch_add(1, Ordering::Relaxed);
         self.woken.store(true, Ordering::SeqCst);
         if !self.polling.load(Ordering::SeqCst) {
             let outer = self.outer.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -205,8 +209,14 @@ impl Driver {
     }
 
     /// Turns while the fd is readable; `Ready(Ok)` once the ORB is shut down. The ORB's
-    /// timers need no sleep here: the fd becomes readable when one is due.
-    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+    /// timers need no sleep here: the fd becomes readable when one is due. `inner`: the
+    /// future that [`drive_with`] polls beside this driver (polled next, so no writes are
+    /// held for it alone).
+    fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+        inner: Option<&InnerWake>,
+    ) -> Poll<std::io::Result<()>> {
         self.end_hold();
         loop {
             let orb = &self.orb;
@@ -222,10 +232,22 @@ impl Driver {
                 // Quiet, with this task's waker registered for the fd.
                 return Poll::Pending;
             }
+            let own = || inner.map_or(0, |i| i.wakes.load(Ordering::Relaxed));
+            let (tasks0, own0) = (crate::lf::task_wakes(), own());
             let (turn, held) = orb.inner.turn_keeping();
+            // Tasks the turn woke besides `inner`'s future: they run after this task's poll.
+            let others = crate::lf::task_wakes().wrapping_sub(tasks0) > own().wrapping_sub(own0);
             if let Some(c) = held {
-                c.keep_for_driver();
-                self.held = Some(c);
+                if inner.is_some() && !others {
+                    // Only `drive_with`'s future was woken: it is polled right after this
+                    // (and this driver again), so the hold would batch only what it alone
+                    // sends, typically one awaited call's next request: not worth its cost
+                    // (callgrind, `lat-async`).
+                    orb.inner.release_writes(&mut Some(c));
+                } else {
+                    c.keep_for_driver();
+                    self.held = Some(c);
+                }
             }
             if turn.more() {
                 // Work left that the fd may not announce again: keep its readiness and

@@ -110,7 +110,7 @@ mod standby;
 mod waiter;
 
 pub(crate) use participant::{Completion, Participant};
-pub(crate) use waiter::{TaskSlot, Waiter};
+pub(crate) use waiter::{task_wakes, TaskSlot, Waiter};
 
 /// Why `Lf::run` returned.
 #[derive(Debug, PartialEq, Eq)]

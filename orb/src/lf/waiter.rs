@@ -62,6 +62,7 @@ impl TaskSlot {
         };
         if let Some(w) = waker {
             w.wake();
+            TASK_WAKES.with(|n| n.set(n.get().wrapping_add(1)));
         }
     }
 
@@ -78,6 +79,18 @@ impl TaskSlot {
         }
         Poll::Pending
     }
+}
+
+thread_local! {
+    /// Wakers this thread has called for completed asynchronous calls (see [`task_wakes`]).
+    static TASK_WAKES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many tasks this thread has woken by completing their calls, so far (wrapping): an
+/// event-loop driver compares it around a turn to learn whether the turn woke tasks other
+/// than its own future (`protorb::tokio`).
+pub(crate) fn task_wakes() -> u64 {
+    TASK_WAKES.with(|n| n.get())
 }
 
 impl Lf {

@@ -240,7 +240,7 @@ impl OrbInner {
 
     /// Gives back the writer role taken in [`lead_holding`](Self::lead_holding), sending what
     /// the woken callers queued meanwhile.
-    pub(super) fn release_writes(&self, held: &mut Option<Arc<Connection>>) {
+    pub(crate) fn release_writes(&self, held: &mut Option<Arc<Connection>>) {
         if let Some(c) = held.take() {
             let r = c.release_writes(&self.stats, &self.reactor);
             self.after_write(&c, r);
