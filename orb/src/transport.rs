@@ -338,7 +338,7 @@ impl OrbInner {
 
     /// [`send_or_wait`](Self::send_or_wait) for an asynchronous call's request, which waits
     /// for nothing once queued: it may queue behind an event-loop driver's hold
-    /// ([`Connection::keep_for_driver`]), to go out with the other requests of the tasks the
+    /// (`Connection::keep_for_driver`), to go out with the other requests of the tasks the
     /// driver's turn woke, unless the queue is over its bound (then it ends the hold, so
     /// that the queue can drain while this thread waits).
     pub(crate) fn send_or_wait_async(

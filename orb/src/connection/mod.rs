@@ -155,7 +155,7 @@ pub(crate) struct Connection<S = Stream> {
     /// does not read what we send); `after_write` resumes it.
     pub(crate) write_block: WriteBlock,
     /// The writer role (`WriteState::writing`) is held for an event-loop driver across the
-    /// tasks its turn woke (see [`keep_for_driver`](Self::keep_for_driver)): whoever takes
+    /// tasks its turn woke (see `keep_for_driver`): whoever takes
     /// this flag gives the role back.
     driver_held: AtomicBool,
     closed: AtomicBool,

@@ -329,11 +329,12 @@ impl<S: Io> Connection<S> {
     /// polled next ([`end_driver_hold`](Self::end_driver_hold)) instead of one system call
     /// each. Anyone who must not wait behind the hold (a sender about to wait for its reply
     /// or for room in the queue, a close) ends it first.
+    #[cfg(feature = "tokio")]
     pub(crate) fn keep_for_driver(&self) {
         self.driver_held.store(true, Ordering::Release);
     }
 
-    /// Ends a hold kept by [`keep_for_driver`](Self::keep_for_driver), writing what was
+    /// Ends a hold kept by `keep_for_driver`, writing what was
     /// queued behind it; `None` if there was none (or another thread ended it first).
     pub(crate) fn end_driver_hold(
         &self,

@@ -110,7 +110,9 @@ mod standby;
 mod waiter;
 
 pub(crate) use participant::{Completion, Participant};
-pub(crate) use waiter::{task_wakes, TaskSlot, Waiter};
+#[cfg(feature = "tokio")]
+pub(crate) use waiter::task_wakes;
+pub(crate) use waiter::{TaskSlot, Waiter};
 
 /// Why `Lf::run` returned.
 #[derive(Debug, PartialEq, Eq)]

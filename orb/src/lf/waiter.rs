@@ -62,6 +62,7 @@ impl TaskSlot {
         };
         if let Some(w) = waker {
             w.wake();
+            #[cfg(feature = "tokio")]
             TASK_WAKES.with(|n| n.set(n.get().wrapping_add(1)));
         }
     }
@@ -81,6 +82,7 @@ impl TaskSlot {
     }
 }
 
+#[cfg(feature = "tokio")]
 thread_local! {
     /// Wakers this thread has called for completed asynchronous calls (see [`task_wakes`]).
     static TASK_WAKES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
@@ -89,6 +91,7 @@ thread_local! {
 /// How many tasks this thread has woken by completing their calls, so far (wrapping): an
 /// event-loop driver compares it around a turn to learn whether the turn woke tasks other
 /// than its own future (`protorb::tokio`).
+#[cfg(feature = "tokio")]
 pub(crate) fn task_wakes() -> u64 {
     TASK_WAKES.with(|n| n.get())
 }

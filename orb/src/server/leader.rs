@@ -148,7 +148,7 @@ impl Driver for OrbInner {
 
 impl OrbInner {
     /// [`Driver::lead`] for a turn of an event-loop driver that keeps the writes it holds
-    /// past the turn (`protorb::tokio`; see [`Connection::keep_for_driver`]): the replies
+    /// past the turn (`protorb::tokio`; see `Connection::keep_for_driver`): the replies
     /// it hands out wake tasks that run after the turn, and their requests queue in `held`
     /// until the driver ends the hold. `held` carries over from one call to the next.
     pub(super) fn lead_keeping(
