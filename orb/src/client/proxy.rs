@@ -107,7 +107,9 @@ impl ObjectProxy {
     /// The asynchronous form of [`invoke`](Self::invoke) (AMI): sends the request now and
     /// returns a future of its reply.
     ///
-    /// The request is written before this returns, so several calls can be started and then
+    /// The request is written before this returns (or, from a task a `protorb::tokio`
+    /// driver's turn has just woken, queued to go out with the other woken tasks' requests
+    /// in one write at the driver's next poll), so several calls can be started and then
     /// awaited together; the future only waits for the reply. Before writing, the calling
     /// thread connects if no connection to the target's endpoint is open, and waits for room
     /// in the connection's outgoing queue if a peer that does not read has filled it, as a
