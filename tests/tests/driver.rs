@@ -9,7 +9,7 @@
 use futures::future::join_all;
 use orb_tests::orbtest::*;
 use orb_tests::{activate_echo, activate_node, payload, within};
-use protorb::{Orb, SystemExceptionKind};
+use protorb::{Orb, OrbBuilder, SystemExceptionKind};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -26,6 +26,21 @@ fn msg(thread: u32, call: u32) -> Payload {
         call,
         data: payload(thread, call, (call as usize * 37) % 3000),
     }
+}
+
+/// A server with two threads and an echo servant, and a client ORB with no threads of its
+/// own (only a driver leads it) whose calls give up after 60 s, built from `client`.
+fn driven_client(client: OrbBuilder) -> (Orb, Orb, EchoClient) {
+    let server = Orb::builder().threads(2).build().unwrap();
+    let (_, r) = activate_echo(&server);
+    let client = client
+        .threads(0)
+        .no_listen()
+        .call_timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let stub = EchoClient::new(&client, r);
+    (server, client, stub)
 }
 
 /// Many futures in flight on one connection, from several tasks of a current-thread
@@ -133,21 +148,25 @@ fn turn_while_a_pool_thread_leads_returns_and_loses_nothing() {
         assert!(seen_busy, "the pool thread never led");
         // Turns from this thread compete with the pool thread while futures are in flight.
         let calls: Vec<_> = (0..500u32).map(|i| stub.echo_async(msg(7, i))).collect();
-        let (tx, rx) = mpsc::channel();
+        // The turner signals after its first turn, and the replies are awaited only then, so
+        // turns compete with the pool thread while the futures are awaited, however the
+        // threads are scheduled.
+        let (stop_tx, stop_rx) = mpsc::channel();
+        let (started_tx, started_rx) = mpsc::channel();
         let turner = {
             let c = c.clone();
             std::thread::spawn(move || {
-                let mut turns = 0u64;
-                while rx.try_recv().is_err() {
+                let _ = c.turn();
+                started_tx.send(()).unwrap();
+                while stop_rx.try_recv().is_err() {
                     let _ = c.turn();
-                    turns += 1;
                 }
-                turns
             })
         };
+        started_rx.recv().unwrap();
         let replies = futures::executor::block_on(join_all(calls));
-        tx.send(()).unwrap();
-        assert!(turner.join().unwrap() > 0);
+        stop_tx.send(()).unwrap();
+        turner.join().unwrap();
         for (i, r) in replies.into_iter().enumerate() {
             assert_eq!(r.unwrap(), msg(7, i as u32), "reply {i}");
         }
@@ -266,15 +285,7 @@ fn drive_with_runs_the_future_and_the_event_loop_together() {
 /// never written (until its deadline; the hang guard or the call's TIMEOUT fails this).
 #[test]
 fn a_blocking_call_after_a_turn_is_not_held_behind_the_drivers_hold() {
-    let server = Orb::builder().threads(2).build().unwrap();
-    let (_, r) = activate_echo(&server);
-    let client = Orb::builder()
-        .threads(0)
-        .no_listen()
-        .call_timeout(Duration::from_secs(60))
-        .build()
-        .unwrap();
-    let stub = EchoClient::new(&client, r);
+    let (server, client, stub) = driven_client(Orb::builder());
     let c = client.clone();
     within(120, move || {
         current_thread()
@@ -298,16 +309,7 @@ fn a_blocking_call_after_a_turn_is_not_held_behind_the_drivers_hold() {
 /// this same thread, would start. Every reply reaches its own future.
 #[test]
 fn requests_held_for_the_driver_past_the_queue_bound_still_go_out() {
-    let server = Orb::builder().threads(2).build().unwrap();
-    let (_, r) = activate_echo(&server);
-    let client = Orb::builder()
-        .threads(0)
-        .no_listen()
-        .max_queued_bytes(16 * 1024)
-        .call_timeout(Duration::from_secs(60))
-        .build()
-        .unwrap();
-    let stub = EchoClient::new(&client, r);
+    let (server, client, stub) = driven_client(Orb::builder().max_queued_bytes(16 * 1024));
     let c = client.clone();
     within(120, move || {
         current_thread()
