@@ -54,7 +54,7 @@ use slab::Slab;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -121,7 +121,7 @@ pub(crate) struct Reactor<E> {
     standby: Standby,
     /// The last poll filled its `Events` buffer: more events may be waiting in the poll set,
     /// which (edge-triggered) announces them no more. Written by the poll's holder.
-    full: std::sync::atomic::AtomicBool,
+    full: AtomicBool,
     alarm: Alarm,
 }
 
@@ -138,6 +138,8 @@ struct Alarm {
     fd: OwnedFd,
     epoch: Instant,
     armed: AtomicU64,
+    /// Set if arming ever failed: pollers then compute timeouts for the timers themselves.
+    broken: AtomicBool,
     /// Serialises `timerfd_settime` with the update of `armed`.
     lock: Mutex<()>,
 }
@@ -152,6 +154,7 @@ impl Alarm {
             )?,
             epoch: Instant::now(),
             armed: AtomicU64::new(0),
+            broken: AtomicBool::new(false),
             lock: Mutex::new(()),
         })
     }
@@ -189,7 +192,10 @@ impl Alarm {
         };
         match timerfd_settime(&self.fd, TimerfdTimerFlags::empty(), &spec) {
             Ok(_) => self.armed.store(ns, Ordering::SeqCst),
-            Err(e) => tracing::error!(error = %e, "cannot arm the ORB's timer"),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot arm the ORB's timer");
+                self.broken.store(true, Ordering::Relaxed);
+            }
         }
     }
 
@@ -253,7 +259,7 @@ impl<E: Clone> Reactor<E> {
             slots: Mutex::new((Slab::new(), 0)),
             ready: Queue::default(),
             standby,
-            full: std::sync::atomic::AtomicBool::new(false),
+            full: AtomicBool::new(false),
             alarm,
         })
     }
@@ -264,6 +270,12 @@ impl<E: Clone> Reactor<E> {
     /// alarm moves earlier.
     pub(crate) fn arm_alarm(&self, at: Instant) {
         self.alarm.arm(at);
+    }
+
+    /// Whether the alarm has armed whenever asked, so that a poller needs no timeout for the
+    /// timers (false once arming failed).
+    pub(crate) fn alarm_works(&self) -> bool {
+        !self.alarm.broken.load(Ordering::Relaxed)
     }
 
     /// When the alarm is armed for, if it is (tests).

@@ -11,22 +11,41 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 impl OrbInner {
-    /// The leader's poll timeout: until its own deadline or the next timer (the
-    /// housekeeping's, or an asynchronous call's deadline), whichever comes first; timers
-    /// that are due run first. Reads the clock only when one of them is set.
+    /// The leader's poll timeout: until its own deadline, if it has one. The timers need
+    /// none: the reactor's alarm, armed for the nearest whenever one is set, wakes the poll
+    /// when it is due, and the leader then runs it ([`run_due_timers`](Self::run_due_timers)).
+    /// So the clock is read only for a deadline: a server's leader, which has none, reads it
+    /// not at all (the clock read and the timer arithmetic cost ~130 instructions a poll).
+    /// Should the alarm have failed to arm, every poll reads the timers as well.
     pub(super) fn poll_timeout(&self, deadline: Option<Instant>) -> Option<Duration> {
-        let next = || self.next_timer();
-        let mut due = next();
+        if !self.reactor.alarm_works() {
+            return self.poll_timeout_with_timers(deadline);
+        }
+        deadline.map(|d| d.saturating_duration_since(Instant::now()))
+    }
+
+    /// After the alarm fired: runs the timers that are due, and arms the alarm for those
+    /// left.
+    pub(super) fn run_due_timers(&self) {
+        let now = Instant::now();
+        if self.next_timer().is_some_and(|d| d <= now) {
+            self.run_timers(now);
+        }
+        self.rearm_alarm();
+    }
+
+    /// The poll timeout without the alarm: until the leader's deadline or the next timer,
+    /// whichever comes first; timers that are due run first.
+    fn poll_timeout_with_timers(&self, deadline: Option<Instant>) -> Option<Duration> {
+        let mut due = self.next_timer();
         if due.is_none() && deadline.is_none() {
             return None;
         }
         let now = Instant::now();
         if due.is_some_and(|d| d <= now) {
             self.run_timers(now);
-            due = next();
+            due = self.next_timer();
             if let Some(d) = due {
-                // The timers just set (the next sweep), for whoever waits on the event fd or
-                // in the standby.
                 self.reactor.arm_alarm(d);
             }
         }

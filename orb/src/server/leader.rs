@@ -224,10 +224,7 @@ impl OrbInner {
                 // A timer is due: run it now, and re-arm the alarm, before an upcall among
                 // the events takes this thread away (the standby's wake-up for the timers
                 // left depends on the alarm).
-                Ok(p) if p.alarm => {
-                    let _ = self.poll_timeout(None);
-                    self.rearm_alarm();
-                }
+                Ok(p) if p.alarm => self.run_due_timers(),
                 Ok(_) => {}
                 Err(e) => {
                     tracing::error!(error = %e, "poll failed");
