@@ -175,6 +175,50 @@ fn turn_while_a_pool_thread_leads_returns_and_loses_nothing() {
     server.shutdown();
 }
 
+/// A turn hands out at most 64 replies and then says there is more, so a driver lets the
+/// tasks it woke run, and reads the socket again, after a bounded batch: a turn that handed
+/// out every reply waiting let the socket's receive queue overflow under `tput-async 1000`
+/// (the kernel dropped segments; every call then waited for the retransmission). The
+/// server, with one thread, serves the requests in order and sends each reply before the
+/// next upcall, and a oneway sent last marks the end: the 200 small replies are sent before
+/// the first turn, and more than 64 arrive together.
+#[test]
+fn a_turn_hands_out_a_bounded_batch_of_replies_and_says_more() {
+    let server = Orb::builder().threads(1).build().unwrap();
+    let (servant, r) = activate_echo(&server);
+    let client = Orb::builder().threads(0).no_listen().build().unwrap();
+    let stub = EchoClient::new(&client, r);
+    let c = client.clone();
+    within(120, move || {
+        // Small (about 100 bytes a reply): all 200 fit in the client's receive window.
+        let small = |i: u32| Payload {
+            thread: 3,
+            call: i,
+            data: payload(3, i, 16),
+        };
+        let calls: Vec<_> = (0..200u32).map(|i| stub.echo_async(small(i))).collect();
+        stub.notify(small(200)).unwrap();
+        while servant.notified.lock().unwrap().is_empty() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let mut turns = Vec::new();
+        while c.stats().replies_received < 200 {
+            let before = c.stats().replies_received;
+            let t = c.turn();
+            turns.push((c.stats().replies_received - before, t.more()));
+        }
+        // Unbounded, a turn hands out all that has arrived (34, then 166, here).
+        assert!(turns.iter().all(|&(n, _)| n <= 64), "turns: {turns:?}");
+        assert!(turns.contains(&(64, true)), "turns: {turns:?}");
+        let replies = futures::executor::block_on(join_all(calls));
+        for (i, r) in replies.into_iter().enumerate() {
+            assert_eq!(r.unwrap(), small(i as u32), "reply {i}");
+        }
+    });
+    client.shutdown();
+    server.shutdown();
+}
+
 /// An asynchronous call's deadline fires with only the driver leading, while it sleeps with
 /// no timer set, and then while a later deadline (120 s) is pending: the nearer one wakes it
 /// (the ORB's alarm, moved earlier, makes the event fd readable; the guard of 60 s fails the

@@ -61,7 +61,8 @@ impl Driver for OrbInner {
         // caller it wakes sends its next request at once, and those go out in one `writev`
         // when the leader is done with the batch (before it reads, polls or leaves).
         let mut held = None;
-        let lead = self.lead_holding(p, deadline, &mut held, false);
+        let mut unbounded = usize::MAX;
+        let lead = self.lead_holding(p, deadline, &mut held, false, &mut unbounded);
         self.release_writes(&mut held);
         lead
     }
@@ -151,27 +152,34 @@ impl OrbInner {
     /// past the turn (`protorb::tokio`; see `Connection::keep_for_driver`): the replies
     /// it hands out wake tasks that run after the turn, and their requests queue in `held`
     /// until the driver ends the hold. `held` carries over from one call to the next.
+    ///
+    /// It hands out at most `replies_left` replies (counted down), and returns
+    /// [`Lead::Idle`] at 0 with what is left on the ready list: see
+    /// [`turn_keeping`](Self::turn_keeping).
     pub(super) fn lead_keeping(
         &self,
         p: &Arc<Participant>,
         deadline: Option<Instant>,
         held: &mut Option<Arc<Connection>>,
+        replies_left: &mut usize,
     ) -> Lead<Upcall> {
         if let Some(u) = self.upcalls.take_parked() {
             return Lead::Upcall(u);
         }
-        self.lead_holding(p, deadline, held, true)
+        self.lead_holding(p, deadline, held, true, replies_left)
     }
 
     /// The leader's loop ([`Driver::lead`]); `held` is the connection whose writes it holds,
     /// released before each read and poll unless `keep` (a driver's turn: see
-    /// [`lead_keeping`](Self::lead_keeping)).
+    /// [`lead_keeping`](Self::lead_keeping)); it returns once it has handed out
+    /// `replies_left` replies (counted down).
     fn lead_holding(
         &self,
         p: &Arc<Participant>,
         deadline: Option<Instant>,
         held: &mut Option<Arc<Connection>>,
         keep: bool,
+        replies_left: &mut usize,
     ) -> Lead<Upcall> {
         let mut polled = false;
         // The first connection the last poll reported, served straight from the poll rather
@@ -186,13 +194,14 @@ impl OrbInner {
                 let holding = held.as_ref().is_some_and(|h| Arc::ptr_eq(h, &conn));
                 // Holding writes batches the requests of the callers this leader wakes; for
                 // the leader's own reply (it leaves right after) it would only cost locks.
-                let for_others = match &frame.message {
+                let (for_others, reply) = match &frame.message {
                     // Not for a plain turn: the tasks it wakes run after it (a driver's
                     // turn keeps the hold for them).
-                    Message::Reply(r) => {
-                        (keep || !p.turn) && (p.unbound || !p.awaits(r.header.request_id))
-                    }
-                    _ => false,
+                    Message::Reply(r) => (
+                        (keep || !p.turn) && (p.unbound || !p.awaits(r.header.request_id)),
+                        true,
+                    ),
+                    _ => (false, false),
                 };
                 if for_others && !holding {
                     self.release_writes(held);
@@ -204,6 +213,17 @@ impl OrbInner {
                     Handled::Done => {
                         if !p.unbound && p.is_complete() {
                             return Lead::Idle;
+                        }
+                        if reply {
+                            *replies_left = replies_left.saturating_sub(1);
+                            if *replies_left == 0 {
+                                // What is left waits on the ready list (`service` put the
+                                // connection back if it has more).
+                                if let Some(c) = first.take() {
+                                    self.reactor.push_ready(c);
+                                }
+                                return Lead::Idle;
+                            }
                         }
                     }
                     Handled::Upcall(u) => return Lead::Upcall(u),

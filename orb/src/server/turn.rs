@@ -34,6 +34,14 @@ use std::time::Instant;
 /// upcall) before it hands control back to its caller's runtime with [`Turn::more`] set.
 const ROUNDS: usize = 16;
 
+/// Replies one turn hands out at most before it returns with [`Turn::more`] set. The tasks it
+/// wakes run only after it: a turn that handed out every reply waiting woke hundreds of
+/// tasks at once (`tput-async 1000`), and the driver read the socket, and sent their next
+/// requests, only after all of them ran. In bounded batches the driver reads and writes
+/// more often: `tput-async 1000`, server and client pinned apart, 222k -> 241k calls/s
+/// (examples/bench/PROFILE.md, 2026-11-26).
+const TURN_REPLIES: usize = 64;
+
 /// What one [`Orb::turn`](crate::Orb::turn) did, and when the ORB next needs one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Turn {
@@ -100,7 +108,8 @@ impl Orb {
     /// [`ReplyFuture`](crate::ReplyFuture), whose task is woken), incoming requests,
     /// accepts, queued writes, closed connections, and the timers that are due (asynchronous
     /// calls past their deadline, the idle sweep). It stops when nothing more is ready, or
-    /// at a budget ([`Turn::more`]).
+    /// at a budget ([`Turn::more`]): 16 rounds of leading, or 64 replies handed out, so
+    /// that the tasks they woke run (and send their next requests) before it reads more.
     ///
     /// **Where upcalls run.** An incoming request met by a turn is run on the turn's thread
     /// (after the leader role is given up, so other threads can lead meanwhile), before
@@ -137,6 +146,7 @@ impl OrbInner {
         // Whether this turn holds the role, or left it vacant for an upcall (and must pass
         // it on if it does not take it back).
         let (mut holding, mut vacated) = (false, false);
+        let mut replies_left = TURN_REPLIES;
         loop {
             if !holding {
                 if !self.lf.try_lead(&p, self) {
@@ -146,7 +156,7 @@ impl OrbInner {
             }
             rounds += 1;
             // A deadline of now: the poll does not wait (timers that are due run first).
-            match self.lead_keeping(&p, Some(Instant::now()), &mut held) {
+            match self.lead_keeping(&p, Some(Instant::now()), &mut held, &mut replies_left) {
                 Lead::Upcall(u) => {
                     // User code may wait for the peer: not behind our own hold.
                     self.release_writes(&mut held);
@@ -163,7 +173,7 @@ impl OrbInner {
                     let left = self.reactor.has_ready()
                         || self.reactor.poll_was_full()
                         || self.upcalls.has_parked();
-                    if !left || rounds >= ROUNDS {
+                    if !left || rounds >= ROUNDS || replies_left == 0 {
                         more = left;
                         break;
                     }
