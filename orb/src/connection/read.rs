@@ -38,9 +38,12 @@ impl<S: Source> Source for &mut S {
 /// Invariants:
 /// - At most one of `buf` and `large` holds undecoded bytes: a large frame starts in `large`
 ///   only once `buf` has been moved into it, and goes back into `buf` when complete.
-/// - Reading stops before more than `MAX_QUEUED_FRAMES` frames wait in `frames` or
-///   `READ_BUDGET` bytes were read in one call (so one peer cannot hold the leader); then
-///   `maybe_readable` stays set, and the leader puts the connection on the ready list.
+/// - Reading stops once `MAX_QUEUED_FRAMES` frames, or `MAX_QUEUED_BYTES` bytes of frames,
+///   wait in `frames` (so what a peer makes us hold is bounded: those, plus the one read or
+///   the one frame that crossed the bound), or once `READ_BUDGET` bytes were read in one call
+///   (so one peer cannot hold the leader); then `maybe_readable` stays set, and the leader
+///   puts the connection on the ready list. `queued_bytes` is the wire size of the frames
+///   in `frames`.
 /// - No frame over the codec's size limit is reserved for or decoded; a header alone never
 ///   makes it reserve more than `LARGE_UPFRONT`.
 #[derive(Debug)]
@@ -56,7 +59,10 @@ pub(crate) struct ReadState {
     /// read zeroed the rest of the frame (about 1 MiB of `memset` per 1 MiB body, callgrind).
     pub(super) large: Option<(Vec<u8>, usize)>,
     codec: GiopCodec,
-    frames: VecDeque<Frame>,
+    /// Decoded frames, each with its wire size.
+    frames: VecDeque<(Frame, usize)>,
+    /// The wire sizes of `frames`, summed.
+    queued_bytes: usize,
     /// The socket may hold unread bytes (we stopped before `WouldBlock`).
     maybe_readable: bool,
     /// The reactor reported the peer's end of the stream: keep reading until EOF even after
@@ -82,7 +88,14 @@ pub(super) const STAGING: usize = 16 * 1024;
 pub(super) const LARGE_UPFRONT: usize = 4 << 20;
 
 /// Frames decoded ahead of processing, per connection, before we stop reading the socket.
-const MAX_QUEUED_FRAMES: usize = 16;
+/// With 16, a peer with 1,000 small requests in flight left most of them in the kernel's
+/// receive queue, read 16 at a time; reading on to the byte bound below keeps that queue
+/// short (`tput-async 1000`, examples/bench/PROFILE.md, 2026-11-26).
+const MAX_QUEUED_FRAMES: usize = 1024;
+/// Bytes of decoded frames held ahead of processing, per connection, before we stop
+/// reading the socket (the bound on what a flooding peer makes us hold, with the frame
+/// that crosses it).
+pub(super) const MAX_QUEUED_BYTES: usize = 256 * 1024;
 /// Bytes read from one socket per leader visit before letting other connections run.
 const READ_BUDGET: usize = 1 << 20;
 
@@ -94,6 +107,7 @@ impl ReadState {
             large: None,
             codec: GiopCodec::new(max_message_size),
             frames: VecDeque::new(),
+            queued_bytes: 0,
             maybe_readable: true,
             read_closed: false,
             version_seen: None,
@@ -112,11 +126,19 @@ impl ReadState {
     fn decode_all(&mut self) -> Result<(), FrameError> {
         loop {
             self.note_header_version();
+            let before = self.buf.len();
             match self.codec.decode(&mut self.buf)? {
-                Some(f) => self.frames.push_back(f),
+                Some(f) => self.queue(f, before - self.buf.len()),
                 None => return Ok(()),
             }
         }
+    }
+
+    /// Queues a decoded frame of `size` bytes on the wire (its last fragment's, for a
+    /// fragmented message: the others were counted as buffered while they waited).
+    fn queue(&mut self, f: Frame, size: usize) {
+        self.queued_bytes += size;
+        self.frames.push_back((f, size));
     }
 
     /// Records the GIOP version of the header that starts the undecoded bytes, if it is one we
@@ -136,7 +158,9 @@ impl ReadState {
     /// The next decoded frame.
     #[must_use]
     pub(crate) fn poll_frame(&mut self) -> Option<Frame> {
-        self.frames.pop_front()
+        let (f, size) = self.frames.pop_front()?;
+        self.queued_bytes -= size;
+        Some(f)
     }
 
     /// Whether decoded frames are waiting.
@@ -144,6 +168,12 @@ impl ReadState {
     /// drained it since).
     pub(crate) fn maybe_readable(&self) -> bool {
         self.maybe_readable
+    }
+
+    /// The wire size of the frames waiting (tests).
+    #[cfg(test)]
+    pub(super) fn queued_bytes(&self) -> usize {
+        self.queued_bytes
     }
 
     pub(crate) fn has_frames(&self) -> bool {
@@ -156,8 +186,9 @@ impl ReadState {
             // Inside a large frame: hand the part received to the codec, which says so.
             self.buf = BytesMut::from(&big[..]);
         }
+        let before = self.buf.len();
         if let Some(f) = self.codec.decode_eof(&mut self.buf)? {
-            self.frames.push_back(f);
+            self.queue(f, before - self.buf.len());
         }
         Ok(())
     }
@@ -195,7 +226,10 @@ impl ReadState {
     ) -> Result<bool, ReadError> {
         let mut total = 0;
         loop {
-            if self.frames.len() >= MAX_QUEUED_FRAMES || total >= READ_BUDGET {
+            if self.frames.len() >= MAX_QUEUED_FRAMES
+                || self.queued_bytes >= MAX_QUEUED_BYTES
+                || total >= READ_BUDGET
+            {
                 self.maybe_readable = true;
                 return Ok(true);
             }
