@@ -205,25 +205,13 @@ fn a_large_header_alone_reserves_a_bounded_buffer() {
 /// request comes out once, in order.
 #[test]
 fn reading_ahead_stops_at_the_queued_bytes_bound() {
-    use crate::giop::{RequestHeader, ServiceContextList, TargetAddress};
-    let mut data = BytesMut::new();
     let calls = 3000u32;
-    for id in 0..calls {
-        let header = RequestHeader {
-            request_id: id,
-            response_flags: 3,
-            target: TargetAddress::Key(Bytes::from_static(b"key")),
-            operation: "op".into(),
-            service_context: ServiceContextList::default(),
-        };
-        crate::giop::write_request(&mut data, Version::V1_2, &header, |w| {
-            w.write_octets(&[id as u8; 400])
-        });
-    }
+    let bodies: Vec<_> = (0..calls).map(|id| (id, 400)).collect();
+    let data = requests(&bodies);
     let mut rs = ReadState::new(1 << 20);
     let stats = Stats::default();
     let mut src = Chunks {
-        data: data.to_vec(),
+        data,
         pos: 0,
         sizes: vec![STAGING],
         next: 0,
