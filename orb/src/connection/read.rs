@@ -126,17 +126,24 @@ impl ReadState {
     fn decode_all(&mut self) -> Result<(), FrameError> {
         loop {
             self.note_header_version();
-            let before = self.buf.len();
+            let before = self.undecoded();
             match self.codec.decode(&mut self.buf)? {
-                Some(f) => self.queue(f, before - self.buf.len()),
+                Some(f) => self.queue(f, before),
                 None => return Ok(()),
             }
         }
     }
 
-    /// Queues a decoded frame of `size` bytes on the wire (its last fragment's, for a
-    /// fragmented message: the others were counted as buffered while they waited).
-    fn queue(&mut self, f: Frame, size: usize) {
+    /// Bytes received and not yet in a frame: undecoded input and open fragment chains.
+    fn undecoded(&self) -> usize {
+        self.buf.len() + self.codec.buffered_fragment_bytes()
+    }
+
+    /// Queues a frame just decoded, with `before` = [`undecoded`](Self::undecoded) before
+    /// the decode: its size is what left the input and the fragment chains, so a fragmented
+    /// message counts whole (its earlier fragments waited in a chain), not as its last piece.
+    fn queue(&mut self, f: Frame, before: usize) {
+        let size = before.saturating_sub(self.undecoded());
         self.queued_bytes += size;
         self.frames.push_back((f, size));
     }
@@ -186,9 +193,9 @@ impl ReadState {
             // Inside a large frame: hand the part received to the codec, which says so.
             self.buf = BytesMut::from(&big[..]);
         }
-        let before = self.buf.len();
+        let before = self.undecoded();
         if let Some(f) = self.codec.decode_eof(&mut self.buf)? {
-            self.queue(f, before - self.buf.len());
+            self.queue(f, before);
         }
         Ok(())
     }

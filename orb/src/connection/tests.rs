@@ -241,6 +241,27 @@ fn reading_ahead_stops_at_the_queued_bytes_bound() {
     assert_eq!(rs.buffered(), 0);
 }
 
+/// A fragmented message counts whole against the bound on frames held, not as its last
+/// fragment: its earlier fragments, held in the codec's chain meanwhile, come out in the
+/// frame too (else a peer could queue 1,024 large messages that each count a few bytes).
+#[test]
+fn a_fragmented_message_counts_whole_among_the_frames_held() {
+    let body = 60_000;
+    let data = requests(&[(1, body)]);
+    let mut rs = ReadState::new(1 << 20);
+    for piece in crate::giop::fragment(&data, &[16_000, 32_000, 48_000]) {
+        rs.handle_bytes(&piece).unwrap();
+    }
+    assert!(rs.has_frames());
+    let held = rs.queued_bytes();
+    assert!(
+        (body..data.len() + 64).contains(&held),
+        "{held} bytes counted"
+    );
+    assert!(rs.poll_frame().is_some());
+    assert_eq!(rs.queued_bytes(), 0);
+}
+
 #[test]
 fn eof_inside_a_large_frame_is_an_error() {
     let mut rs = ReadState::new(1 << 20);

@@ -441,6 +441,39 @@ impl tokio_util::codec::Encoder<Frame> for GiopCodec {
 }
 
 #[cfg(test)]
+/// Splits a whole GIOP 1.2 message at `cuts` (multiples of 8) into a first piece and
+/// Fragments (tests, here and of the read side).
+pub(crate) fn fragment(msg: &[u8], cuts: &[usize]) -> Vec<BytesMut> {
+    let h = Header::decode(msg).unwrap();
+    let id = &msg[12..16];
+    let mut bounds = vec![0];
+    bounds.extend_from_slice(cuts);
+    bounds.push(msg.len());
+    let mut out = Vec::new();
+    for (i, w) in bounds.windows(2).enumerate() {
+        let last = i == bounds.len() - 2;
+        let mut piece = BytesMut::new();
+        if i == 0 {
+            piece.extend_from_slice(&msg[..w[1]]);
+        } else {
+            piece.extend_from_slice(&msg[..12]);
+            piece[7] = MsgType::Fragment.to_u8();
+            piece.extend_from_slice(id);
+            piece.extend_from_slice(&msg[w[0]..w[1]]);
+        }
+        if !last {
+            piece[6] |= 2;
+        } else {
+            piece[6] &= !2;
+        }
+        let size = (piece.len() - 12) as u32;
+        Header::patch_size(&mut piece, 0, h.order, size);
+        out.push(piece);
+    }
+    out
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::giop::{
@@ -462,38 +495,6 @@ mod tests {
             w.write_octets(&(0..body_len).map(|i| i as u8).collect::<Vec<_>>())
         });
         buf
-    }
-
-    /// Splits a whole GIOP 1.2 message at `cuts` (multiples of 8) into a first piece and
-    /// Fragments.
-    fn fragment(msg: &[u8], cuts: &[usize]) -> Vec<BytesMut> {
-        let h = Header::decode(msg).unwrap();
-        let id = &msg[12..16];
-        let mut bounds = vec![0];
-        bounds.extend_from_slice(cuts);
-        bounds.push(msg.len());
-        let mut out = Vec::new();
-        for (i, w) in bounds.windows(2).enumerate() {
-            let last = i == bounds.len() - 2;
-            let mut piece = BytesMut::new();
-            if i == 0 {
-                piece.extend_from_slice(&msg[..w[1]]);
-            } else {
-                piece.extend_from_slice(&msg[..12]);
-                piece[7] = MsgType::Fragment.to_u8();
-                piece.extend_from_slice(id);
-                piece.extend_from_slice(&msg[w[0]..w[1]]);
-            }
-            if !last {
-                piece[6] |= 2;
-            } else {
-                piece[6] &= !2;
-            }
-            let size = (piece.len() - 12) as u32;
-            Header::patch_size(&mut piece, 0, h.order, size);
-            out.push(piece);
-        }
-        out
     }
 
     fn decode_all(codec: &mut GiopCodec, bytes: &[u8]) -> Result<Vec<Frame>, FrameError> {

@@ -22,6 +22,8 @@ mod reply;
 pub(crate) mod request;
 mod service_context;
 
+#[cfg(test)]
+pub(crate) use codec::fragment;
 pub use codec::{GiopCodec, DEFAULT_MAX_MESSAGE_SIZE};
 pub use error::FrameError;
 pub use header::{Header, MsgType, HEADER_LEN};
