@@ -21,10 +21,14 @@ fn current_thread() -> tokio::runtime::Runtime {
 }
 
 fn msg(thread: u32, call: u32) -> Payload {
+    sized_msg(thread, call, (call as usize * 37) % 3000)
+}
+
+fn sized_msg(thread: u32, call: u32, len: usize) -> Payload {
     Payload {
         thread,
         call,
-        data: payload(thread, call, (call as usize * 37) % 3000),
+        data: payload(thread, call, len),
     }
 }
 
@@ -176,12 +180,11 @@ fn turn_while_a_pool_thread_leads_returns_and_loses_nothing() {
 }
 
 /// A turn hands out at most 64 replies and then says there is more, so a driver lets the
-/// tasks it woke run, and reads the socket again, after a bounded batch: a turn that handed
-/// out every reply waiting let the socket's receive queue overflow under `tput-async 1000`
-/// (the kernel dropped segments; every call then waited for the retransmission). The
+/// tasks it woke run, and reads and sends again, after a bounded batch (a turn that handed
+/// out every reply waiting woke hundreds of tasks at once under `tput-async 1000`). The
 /// server, with one thread, serves the requests in order and sends each reply before the
-/// next upcall, and a oneway sent last marks the end: the 200 small replies are sent before
-/// the first turn, and more than 64 arrive together.
+/// next upcall, and a oneway sent last marks the end: all 200 small replies have been sent
+/// to the client's socket before the first turn.
 #[test]
 fn a_turn_hands_out_a_bounded_batch_of_replies_and_says_more() {
     let server = Orb::builder().threads(1).build().unwrap();
@@ -191,11 +194,7 @@ fn a_turn_hands_out_a_bounded_batch_of_replies_and_says_more() {
     let c = client.clone();
     within(120, move || {
         // Small (about 100 bytes a reply): all 200 fit in the client's receive window.
-        let small = |i: u32| Payload {
-            thread: 3,
-            call: i,
-            data: payload(3, i, 16),
-        };
+        let small = |i: u32| sized_msg(3, i, 16);
         let calls: Vec<_> = (0..200u32).map(|i| stub.echo_async(small(i))).collect();
         stub.notify(small(200)).unwrap();
         while servant.notified.lock().unwrap().is_empty() {
