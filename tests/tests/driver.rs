@@ -182,22 +182,24 @@ fn turn_while_a_pool_thread_leads_returns_and_loses_nothing() {
 /// A turn hands out at most 64 replies and then says there is more, so a driver lets the
 /// tasks it woke run, and reads and sends again, after a bounded batch (a turn that handed
 /// out every reply waiting woke hundreds of tasks at once under `tput-async 1000`). The
-/// server, with one thread, serves the requests in order and sends each reply before the
-/// next upcall, and a oneway sent last marks the end: all 200 small replies have been sent
-/// to the client's socket before the first turn.
+/// first turn waits until the server has written more than 64 replies' worth of bytes and
+/// its socket has none left unacknowledged (`/proc/net/tcp`): they are then all in the
+/// client's socket, so some turn must meet the budget.
 #[test]
 fn a_turn_hands_out_a_bounded_batch_of_replies_and_says_more() {
+    // A reply is at most this many bytes here (checked below).
+    const MAX_REPLY: u64 = 60;
     let server = Orb::builder().threads(1).build().unwrap();
-    let (servant, r) = activate_echo(&server);
+    let (_, r) = activate_echo(&server);
     let client = Orb::builder().threads(0).no_listen().build().unwrap();
     let stub = EchoClient::new(&client, r);
-    let c = client.clone();
+    let port = server.listen_addrs()[0].port();
+    let (c, s) = (client.clone(), server.clone());
     within(120, move || {
-        // Small (about 100 bytes a reply): all 200 fit in the client's receive window.
+        // Small (about 50 bytes a reply): all 200 fit in the client's receive window.
         let small = |i: u32| sized_msg(3, i, 16);
         let calls: Vec<_> = (0..200u32).map(|i| stub.echo_async(small(i))).collect();
-        stub.notify(small(200)).unwrap();
-        while servant.notified.lock().unwrap().is_empty() {
+        while s.stats().bytes_sent < 65 * MAX_REPLY || !all_acked(port) {
             std::thread::sleep(Duration::from_millis(1));
         }
         let mut turns = Vec::new();
@@ -209,6 +211,7 @@ fn a_turn_hands_out_a_bounded_batch_of_replies_and_says_more() {
         // Unbounded, a turn hands out all that has arrived (34, then 166, here).
         assert!(turns.iter().all(|&(n, _)| n <= 64), "turns: {turns:?}");
         assert!(turns.contains(&(64, true)), "turns: {turns:?}");
+        assert!(c.stats().bytes_received <= 200 * MAX_REPLY);
         let replies = futures::executor::block_on(join_all(calls));
         for (i, r) in replies.into_iter().enumerate() {
             assert_eq!(r.unwrap(), small(i as u32), "reply {i}");
@@ -216,6 +219,21 @@ fn a_turn_hands_out_a_bounded_batch_of_replies_and_says_more() {
     });
     client.shutdown();
     server.shutdown();
+}
+
+/// Whether every established TCP socket on local `port` (IPv4) has sent and had
+/// acknowledged all it was given: its `tx_queue` in `/proc/net/tcp` is 0.
+fn all_acked(port: u16) -> bool {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    table.lines().skip(1).all(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let local_port = f[1].rsplit(':').next().unwrap();
+        let established = f[3] == "01";
+        let tx_queue = f[4].split(':').next().unwrap();
+        u16::from_str_radix(local_port, 16).unwrap() != port
+            || !established
+            || u64::from_str_radix(tx_queue, 16).unwrap() == 0
+    })
 }
 
 /// An asynchronous call's deadline fires with only the driver leading, while it sleeps with
