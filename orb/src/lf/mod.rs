@@ -92,7 +92,11 @@
 //!   (`Driver::events_waiting`): whatever an armed standby would have been woken for. If
 //!   anything arrived, requests come in parallel and tick mode ends, so that they are not
 //!   served one upcall after another while the other pool threads sleep. That poll is one
-//!   system call where arming took two; it skips if a leader is already polling.
+//!   system call where arming took two, and it skips if a leader is already polling. It is
+//!   made only after user code that ran [`LOOK_AFTER`] or more, and after one short upcall
+//!   in [`LOOK_EVERY`]: a request that arrives during short user code waits little anyway,
+//!   and nothing is lost by not looking, since what the look would find waits in the poll
+//!   set for the thread that leads next.
 //! - A standby whose tick saw no unarmed vacancy waits without a timeout next time, so an
 //!   idle ORB does not tick.
 //!
@@ -100,7 +104,7 @@
 //! tick (once), and a busy ORB's standby wakes once per tick
 //! ([`OrbBuilder::standby_tick`](crate::OrbBuilder::standby_tick)).
 
-use crate::sync::{lock, AtomicBool, Mutex};
+use crate::sync::{lock, AtomicBool, AtomicUsize, Mutex};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -227,6 +231,16 @@ struct State {
 /// Unused arms in a row after which the pool switches to tick mode.
 const IDLE_ARMS_FOR_TICK: u32 = 64;
 
+/// In tick mode, the upcall thread looks at the event loop after user code
+/// (`user_code_done`) if the user code ran this long or more...
+const LOOK_AFTER: Duration = Duration::from_micros(20);
+
+/// ...and otherwise once in this many upcalls. The look only detects requests arriving in
+/// parallel; skipping it after short user code spares a system call per upcall (measured:
+/// PROFILE.md, 2026-11-26), and a request that arrived meanwhile waited less than
+/// `LOOK_AFTER` plus the reply's send, then waits in the poll set for this thread.
+const LOOK_EVERY: usize = 8;
+
 /// Whom a promotion must wake once the promotion lock is released.
 #[must_use]
 enum Wake {
@@ -292,6 +306,9 @@ pub(crate) struct Lf {
     /// `State::vacant_since.is_some()`, readable without the promotion lock (by
     /// `user_code_done`, on every upcall). Changed only under the lock.
     tick_vacant: AtomicBool,
+    /// Upcalls since `user_code_done` last looked at the event loop in tick mode, modulo
+    /// [`LOOK_EVERY`]: it looks when this is 0. A hint (a lost update only moves a look).
+    unlooked: AtomicUsize,
 }
 
 impl Lf {
@@ -309,6 +326,7 @@ impl Lf {
             shut: AtomicBool::new(false),
             tick: tick.filter(|t| !t.is_zero()),
             tick_vacant: AtomicBool::new(false),
+            unlooked: AtomicUsize::new(0),
         }
     }
 

@@ -2,11 +2,24 @@
 //! a context switch per upcall (see the module documentation in `super`). Kept apart from
 //! the protocol proper; these are more `impl Lf` methods over the same promotion lock.
 
-use super::{notify, Driver, Lf, Participant, State, Wake, IDLE_ARMS_FOR_TICK};
+use super::{notify, Driver, Lf, Participant, State, Wake, IDLE_ARMS_FOR_TICK, LOOK_AFTER, LOOK_EVERY};
 use crate::sync::lock;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+std::thread_local! {
+    /// When this thread last left the leader role vacant unarmed for an upcall (tick mode):
+    /// `user_code_done` asks how long its user code ran.
+    static VACATED: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// Whether this thread left the role vacant for an upcall less than `d` ago. False if it
+/// never did (`user_code_done` also runs on threads that did not: they look). Under loom,
+/// always false, so that what the model runs does not depend on the clock.
+fn vacated_within(d: Duration) -> bool {
+    !cfg!(orb_loom) && VACATED.with(|v| v.get()).is_some_and(|t| t.elapsed() < d)
+}
 
 impl Lf {
     /// [`promote_locked`](Self::promote_locked), lazily, by a leader leaving for an upcall:
@@ -24,7 +37,9 @@ impl Lf {
         {
             // No system call.
             st.leader = None;
-            st.vacant_since = Some(Instant::now());
+            let now = Instant::now();
+            st.vacant_since = Some(now);
+            VACATED.with(|v| v.set(Some(now)));
             self.tick_vacant.store(true, Ordering::Relaxed);
             st.vacancies += 1;
             return Wake::Nobody;
@@ -99,7 +114,14 @@ impl Lf {
             // armed standby)? Asked now, before the reply goes out, so the answer to the
             // reply cannot count. If so, requests come in parallel, and serving them one
             // upcall after another would leave the other pool threads idle: arm again.
-            if driver.events_waiting() {
+            // Asked (a system call) after user code that ran `LOOK_AFTER` or more, and after
+            // one short one in `LOOK_EVERY`: what arrived during a short upcall has waited
+            // little, and waits in the poll set for this thread, which leads next.
+            let n = self.unlooked.load(Ordering::Relaxed);
+            let look = n == 0 || !vacated_within(LOOK_AFTER);
+            self.unlooked
+                .store(if look { 1 } else { (n + 1) % LOOK_EVERY }, Ordering::Relaxed);
+            if look && driver.events_waiting() {
                 let mut st = lock(&self.state);
                 st.idle_arms = 0;
                 if st.tick_mode {
