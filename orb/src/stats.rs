@@ -17,6 +17,7 @@ pub(crate) struct Stats {
     pub(crate) leader_promotions: AtomicU64,
     pub(crate) follower_wakeups: AtomicU64,
     pub(crate) standby_tick_takeovers: AtomicU64,
+    pub(crate) leader_reclaims: AtomicU64,
     pub(crate) upcalls_cancelled: AtomicU64,
     pub(crate) upcalls_handed_to_pool: AtomicU64,
     pub(crate) protocol_errors: AtomicU64,
@@ -62,6 +63,9 @@ pub struct OrbStats {
     ///
     /// [`OrbBuilder::standby_tick`]: crate::OrbBuilder::standby_tick
     pub standby_tick_takeovers: u64,
+    /// Times a thread took the leader role from a thread promoted to it that had not yet
+    /// run (it was still being woken), instead of waiting for it.
+    pub leader_reclaims: u64,
     /// Upcalls marked cancelled by a CancelRequest.
     pub upcalls_cancelled: u64,
     /// Requests that a thread waiting for its own reply read but left to an idle pool
@@ -122,6 +126,7 @@ impl Stats {
             leader_promotions: r(&self.leader_promotions),
             follower_wakeups: r(&self.follower_wakeups),
             standby_tick_takeovers: r(&self.standby_tick_takeovers),
+            leader_reclaims: r(&self.leader_reclaims),
             upcalls_cancelled: r(&self.upcalls_cancelled),
             upcalls_handed_to_pool: r(&self.upcalls_handed_to_pool),
             protocol_errors: r(&self.protocol_errors),

@@ -220,6 +220,7 @@ pub fn server(port: u16, threads: usize, wait_for_signal: impl FnOnce()) -> Resu
         .num("leader_promotions_per_call", per(s.leader_promotions))
         .num("follower_wakeups_per_call", per(s.follower_wakeups))
         .int("standby_tick_takeovers", s.standby_tick_takeovers)
+        .num("leader_reclaims_per_call", per(s.leader_reclaims))
         .print();
     orb.shutdown();
     Ok(())

@@ -43,6 +43,14 @@
 //!   makes nested callbacks with one thread per process work).
 //! - A reply is stored in the waiter's slot before the promotion lock is taken to notify it, and
 //!   the waiter checks its slot under that lock before sleeping: no lost wake-up.
+//! - A promoted thread holds the role from the moment it is chosen, but it leads only once it
+//!   runs; until then the role is *unclaimed* (`State::unclaimed`), and a participant that
+//!   joins meanwhile (typically the upcall thread, back from a short upcall) takes it over
+//!   rather than sleep. Waking a thread on another, idle vCPU took up to 18 ms on the
+//!   benchmarks' VM, and with the role held by a thread not yet running nobody read the
+//!   sockets: every call in flight stalled (examples/bench/PROFILE.md, 2026-11-26). The
+//!   promoted thread re-checks the state when it runs, as any woken thread does, finds the
+//!   role taken and waits again.
 //!
 //! **The standby (lazy promotion).** Promoting before every upcall costs a wake-up and a
 //! context switch per request, though in a request-reply exchange nothing usually arrives while
@@ -197,6 +205,8 @@ pub(crate) trait Driver {
     fn count_wakeup(&self) {}
     /// Counts a standby that, woken by its tick, took over from a long upcall (tick mode).
     fn count_tick_takeover(&self) {}
+    /// Counts a participant that took the role from a promoted thread not yet running.
+    fn count_reclaim(&self) {}
 }
 
 #[derive(Debug, Default)]
@@ -226,6 +236,10 @@ struct State {
     idle_arms: u32,
     /// The standby was woken to start ticking and has not returned from that wait yet.
     retick_sent: bool,
+    /// The leader, when a promotion made it so and it has not yet run to take the role (a
+    /// woken follower, or the standby): a participant that finds the role in this state
+    /// takes it over (`Lf::run`), rather than sleep while the promoted thread wakes.
+    unclaimed: Option<u64>,
 }
 
 /// Unused arms in a row after which the pool switches to tick mode.
@@ -276,6 +290,7 @@ impl State {
             .or_else(|| self.followers.len().checked_sub(1))?;
         let next = self.followers.remove(i);
         self.leader = Some(next.id);
+        self.unclaimed = self.leader;
         Some(next)
     }
 }
@@ -347,6 +362,9 @@ impl Lf {
                 loop {
                     st.remove_follower(p.id);
                     let leading = st.leader == Some(p.id);
+                    if leading {
+                        st.unclaimed = None;
+                    }
                     let exit = if !p.unbound && p.is_complete() {
                         Some(Exit::Completed)
                     } else if st.shutdown {
@@ -376,8 +394,19 @@ impl Lf {
                         // Back before the standby was needed: it sleeps on.
                         self.disarm(&mut st, driver);
                         st.leader = Some(p.id);
+                        st.unclaimed = None;
                         self.clear_vacancy(&mut st);
                         retick = self.retick(&mut st);
+                        break;
+                    }
+                    if st.leader.is_some() && st.leader == st.unclaimed {
+                        // The thread promoted when this one left for its upcall has not run
+                        // yet (waking a thread on another, idle CPU can take milliseconds
+                        // on a VM): lead now instead of sleeping until it does. It finds
+                        // the role taken when it runs, and waits again.
+                        st.leader = Some(p.id);
+                        st.unclaimed = None;
+                        driver.count_reclaim();
                         break;
                     }
                     if p.unbound {
@@ -500,6 +529,7 @@ impl Lf {
             self.disarm(st, driver);
             self.clear_vacancy(st);
             st.leader = st.standby.take();
+            st.unclaimed = st.leader;
             driver.count_promotion();
             return Wake::Standby;
         }
@@ -528,6 +558,7 @@ impl Lf {
             }
             self.disarm(&mut st, driver);
             st.leader = Some(p.id);
+            st.unclaimed = None;
             self.clear_vacancy(&mut st);
             self.retick(&mut st)
         };

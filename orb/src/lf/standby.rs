@@ -2,7 +2,9 @@
 //! a context switch per upcall (see the module documentation in `super`). Kept apart from
 //! the protocol proper; these are more `impl Lf` methods over the same promotion lock.
 
-use super::{notify, Driver, Lf, Participant, State, Wake, IDLE_ARMS_FOR_TICK, LOOK_AFTER, LOOK_EVERY};
+use super::{
+    notify, Driver, Lf, Participant, State, Wake, IDLE_ARMS_FOR_TICK, LOOK_AFTER, LOOK_EVERY,
+};
 use crate::sync::lock;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -119,8 +121,10 @@ impl Lf {
             // little, and waits in the poll set for this thread, which leads next.
             let n = self.unlooked.load(Ordering::Relaxed);
             let look = n == 0 || !vacated_within(LOOK_AFTER);
-            self.unlooked
-                .store(if look { 1 } else { (n + 1) % LOOK_EVERY }, Ordering::Relaxed);
+            self.unlooked.store(
+                if look { 1 } else { (n + 1) % LOOK_EVERY },
+                Ordering::Relaxed,
+            );
             if look && driver.events_waiting() {
                 let mut st = lock(&self.state);
                 st.idle_arms = 0;

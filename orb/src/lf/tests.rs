@@ -279,6 +279,56 @@ fn replies_reach_waiters(standby: bool) {
     assert_eq!(script.upcalls.load(Ordering::SeqCst), 8 * (200 / 7 + 1));
 }
 
+/// A participant that joins while the role belongs to a thread promoted to it that has not
+/// run yet (its wake-up is slow: another CPU, a busy VM) leads at once, instead of sleeping
+/// until that thread takes the role. Here the promoted thread never runs at all (a
+/// participant with no thread), so without the takeover the caller's reply, which only a
+/// leader reads, would never come: `run` would end at its deadline.
+#[test]
+fn a_joining_thread_takes_the_role_from_a_promoted_thread_not_yet_running() {
+    let lf = Arc::new(Lf::new());
+    let script = Script::new(&lf, false);
+    let promoted = Participant::unbound();
+    {
+        let mut st = lock(&lf.state);
+        st.leader = Some(promoted.id);
+        st.unclaimed = Some(promoted.id);
+    }
+    let p = Participant::bound();
+    lock(&script.queue).push_back(Event::Reply(p.clone(), 7));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    assert_eq!(lf.run(&p, Some(deadline), &*script), Exit::Completed);
+    assert_eq!(p.take().unwrap().unwrap().unwrap().header.request_id, 7);
+    let st = lock(&lf.state);
+    assert_ne!(
+        st.leader,
+        Some(promoted.id),
+        "the role went back to the promoted thread"
+    );
+    assert_eq!(st.unclaimed, None);
+    drop(st);
+    // A role that its promoted thread has taken is not taken from it: a second caller
+    // sleeps as a follower until that leader hands it its reply.
+    let leader = Participant::unbound();
+    {
+        let mut st = lock(&lf.state);
+        st.leader = Some(leader.id);
+        st.unclaimed = None;
+    }
+    let q = Participant::bound();
+    let waiter = {
+        let (lf, s, q) = (lf.clone(), script.clone(), q.clone());
+        std::thread::spawn(move || lf.run(&q, Some(Instant::now() + Duration::from_secs(20)), &*s))
+    };
+    while !lock(&lf.state).followers.iter().any(|f| f.id == q.id) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(lock(&lf.state).leader, Some(leader.id));
+    lf.complete(&q, Ok(Some(reply(8))), Some(leader.id), &*script);
+    assert_eq!(waiter.join().unwrap(), Exit::Completed);
+    assert_eq!(q.take().unwrap().unwrap().unwrap().header.request_id, 8);
+}
+
 /// Shuts the pool down, joins its threads and checks the invariants the script counted:
 /// one leader at a time and, with a standby, one standby at a time and never a leader
 /// still registered as the standby.

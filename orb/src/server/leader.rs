@@ -140,6 +140,10 @@ impl Driver for OrbInner {
         self.stats.follower_wakeups.fetch_add(1, Ordering::Relaxed);
     }
 
+    fn count_reclaim(&self) {
+        self.stats.leader_reclaims.fetch_add(1, Ordering::Relaxed);
+    }
+
     fn count_tick_takeover(&self) {
         self.stats
             .standby_tick_takeovers
