@@ -547,14 +547,25 @@ impl Lf {
         }
     }
 
-    /// Takes the leader role for `p` if it is vacant, without waiting (an event-loop driver's
-    /// turn: `Orb::turn`): false if another participant leads or the pool is shut down. As a
-    /// joining participant that finds the role vacant, it disarms the standby.
+    /// Takes the leader role for `p` if it is vacant or unclaimed (a promoted thread has not
+    /// run yet: see `run`), without waiting (an event-loop driver's turn: `Orb::turn`):
+    /// false if another participant leads or the pool is shut down. As a joining
+    /// participant that finds the role vacant, it disarms the standby.
     pub(crate) fn try_lead<D: Driver>(&self, p: &Participant, driver: &D) -> bool {
         let retick = {
             let mut st = lock(&self.state);
-            if st.shutdown || st.leader.is_some() {
+            if st.shutdown {
                 return false;
+            }
+            if st.leader.is_some() {
+                if st.leader != st.unclaimed {
+                    return false;
+                }
+                // Disarmed and not vacant since the promotion: only the role changes hands.
+                st.leader = Some(p.id);
+                st.unclaimed = None;
+                driver.count_reclaim();
+                return true;
             }
             self.disarm(&mut st, driver);
             st.leader = Some(p.id);

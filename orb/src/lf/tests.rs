@@ -307,6 +307,25 @@ fn a_joining_thread_takes_the_role_from_a_promoted_thread_not_yet_running() {
     );
     assert_eq!(st.unclaimed, None);
     drop(st);
+    // An event-loop driver's turn takes an unclaimed role too, and only that.
+    let another = Participant::unbound();
+    {
+        let mut st = lock(&lf.state);
+        st.leader = Some(another.id);
+        st.unclaimed = Some(another.id);
+    }
+    let turn = Participant::for_turn();
+    assert!(
+        lf.try_lead(&turn, &*script),
+        "a turn left an unclaimed role alone"
+    );
+    assert_eq!(lock(&lf.state).leader, Some(turn.id));
+    let other_turn = Participant::for_turn();
+    assert!(
+        !lf.try_lead(&other_turn, &*script),
+        "a turn took a claimed role"
+    );
+    lf.leave(&turn, &*script, false);
     // A role that its promoted thread has taken is not taken from it: a second caller
     // sleeps as a follower until that leader hands it its reply.
     let leader = Participant::unbound();
