@@ -293,6 +293,19 @@ impl State {
         self.unclaimed = self.leader;
         Some(next)
     }
+
+    /// Makes `id` the leader, a participant taking the role itself (vacant or unclaimed,
+    /// or promoted and now running): the role is claimed.
+    fn claim(&mut self, id: u64) {
+        self.leader = Some(id);
+        self.unclaimed = None;
+    }
+
+    /// The role belongs to a promoted thread that has not run yet: a joining participant
+    /// may take it (see `State::unclaimed`).
+    fn is_unclaimed(&self) -> bool {
+        self.leader.is_some() && self.leader == self.unclaimed
+    }
 }
 
 fn notify<D: Driver>(w: Wake, driver: &D) {
@@ -363,7 +376,7 @@ impl Lf {
                     st.remove_follower(p.id);
                     let leading = st.leader == Some(p.id);
                     if leading {
-                        st.unclaimed = None;
+                        st.claim(p.id);
                     }
                     let exit = if !p.unbound && p.is_complete() {
                         Some(Exit::Completed)
@@ -393,19 +406,17 @@ impl Lf {
                     if st.leader.is_none() {
                         // Back before the standby was needed: it sleeps on.
                         self.disarm(&mut st, driver);
-                        st.leader = Some(p.id);
-                        st.unclaimed = None;
+                        st.claim(p.id);
                         self.clear_vacancy(&mut st);
                         retick = self.retick(&mut st);
                         break;
                     }
-                    if st.leader.is_some() && st.leader == st.unclaimed {
+                    if st.is_unclaimed() {
                         // The thread promoted when this one left for its upcall has not run
                         // yet (waking a thread on another, idle CPU can take milliseconds
                         // on a VM): lead now instead of sleeping until it does. It finds
                         // the role taken when it runs, and waits again.
-                        st.leader = Some(p.id);
-                        st.unclaimed = None;
+                        st.claim(p.id);
                         driver.count_reclaim();
                         break;
                     }
@@ -557,19 +568,17 @@ impl Lf {
             if st.shutdown {
                 return false;
             }
-            if st.leader.is_some() {
-                if st.leader != st.unclaimed {
-                    return false;
-                }
+            if st.is_unclaimed() {
                 // Disarmed and not vacant since the promotion: only the role changes hands.
-                st.leader = Some(p.id);
-                st.unclaimed = None;
+                st.claim(p.id);
                 driver.count_reclaim();
                 return true;
             }
+            if st.leader.is_some() {
+                return false;
+            }
             self.disarm(&mut st, driver);
-            st.leader = Some(p.id);
-            st.unclaimed = None;
+            st.claim(p.id);
             self.clear_vacancy(&mut st);
             self.retick(&mut st)
         };

@@ -339,7 +339,12 @@ fn a_joining_thread_takes_the_role_from_a_promoted_thread_not_yet_running() {
         let (lf, s, q) = (lf.clone(), script.clone(), q.clone());
         std::thread::spawn(move || lf.run(&q, Some(Instant::now() + Duration::from_secs(20)), &*s))
     };
+    let give_up = Instant::now() + Duration::from_secs(20);
     while !lock(&lf.state).followers.iter().any(|f| f.id == q.id) {
+        assert!(
+            Instant::now() < give_up,
+            "the second caller never slept as a follower"
+        );
         std::thread::sleep(Duration::from_millis(1));
     }
     assert_eq!(lock(&lf.state).leader, Some(leader.id));
