@@ -248,7 +248,7 @@ impl CallBody {
 #[derive(Debug)]
 struct AfterHooks {
     orb: Orb,
-    target: Arc<ObjectRef>,
+    target: ObjectRef,
     operation: Box<str>,
     metadata: Metadata,
 }
@@ -265,7 +265,7 @@ enum State {
 /// What a call sends, kept to send it again after a LOCATION_FORWARD or a CloseConnection.
 #[derive(Debug)]
 struct Call {
-    target: Arc<ObjectRef>,
+    target: ObjectRef,
     operation: Box<str>,
     body: CallBody,
     deadline: Instant,
@@ -306,7 +306,7 @@ impl ReplyFuture {
     /// [`ObjectProxy::invoke_async`]: crate::ObjectProxy::invoke_async
     pub(crate) fn start(
         orb: &Orb,
-        target: &Arc<ObjectRef>,
+        target: &ObjectRef,
         operation: &str,
         body: Bytes,
         timeout: Option<Duration>,
@@ -323,7 +323,7 @@ impl CdrReplyFuture {
     /// its reply (see [`ObjectProxy::invoke_cdr_async`](crate::ObjectProxy::invoke_cdr_async)).
     pub(crate) fn start(
         orb: &Orb,
-        target: &Arc<ObjectRef>,
+        target: &ObjectRef,
         operation: &str,
         body: CallBody,
         timeout: Option<Duration>,
@@ -338,7 +338,7 @@ impl CdrReplyFuture {
 impl BoolReplyFuture {
     /// Sends `_is_a(repository_id)` to `target` (as [`Orb::is_a`] does) and returns the
     /// future of its answer.
-    pub(crate) fn is_a(orb: &Orb, target: &Arc<ObjectRef>, repository_id: &str) -> Self {
+    pub(crate) fn is_a(orb: &Orb, target: &ObjectRef, repository_id: &str) -> Self {
         let body = CallBody::cdr(&|w| w.write_string(repository_id));
         BoolReplyFuture {
             call: AsyncCall::start(orb, target, "_is_a", body, None, &[]),
@@ -348,7 +348,7 @@ impl BoolReplyFuture {
 
     /// Sends `_non_existent` to `target` (as [`Orb::non_existent`] does) and returns the
     /// future of its answer.
-    pub(crate) fn non_existent(orb: &Orb, target: &Arc<ObjectRef>) -> Self {
+    pub(crate) fn non_existent(orb: &Orb, target: &ObjectRef) -> Self {
         let body = CallBody::cdr(&|_| {});
         BoolReplyFuture {
             call: AsyncCall::start(orb, target, "_non_existent", body, None, &[]),
@@ -362,7 +362,7 @@ impl AsyncCall {
     /// reply.
     fn start(
         orb: &Orb,
-        target: &Arc<ObjectRef>,
+        target: &ObjectRef,
         operation: &str,
         body: CallBody,
         timeout: Option<Duration>,
@@ -510,7 +510,7 @@ impl OrbInner {
             Next::Again(forwarded) => {
                 call.hops += 1;
                 if let Some(t) = forwarded {
-                    call.target = Arc::new(t);
+                    call.target = t;
                 }
                 InFlight::send(orb, call)
             }
@@ -756,7 +756,7 @@ impl AsyncCall {
                     let (orb, mut call) = (f.orb.clone(), f.take_call());
                     call.hops += 1;
                     if let Some(t) = forwarded {
-                        call.target = Arc::new(t);
+                        call.target = t;
                     }
                     // The finished one is dropped here, doing nothing.
                     this.state = InFlight::send(&orb, call);

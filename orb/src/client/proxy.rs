@@ -18,9 +18,9 @@ use std::time::Duration;
 #[derive(Clone, Debug)]
 pub struct ObjectProxy {
     orb: Orb,
-    /// Shared with the asynchronous calls in flight, which keep it to send again after a
-    /// forward (an `ObjectRef` clone is several allocations).
-    target: Arc<ObjectRef>,
+    /// Shared (a reference count) with the asynchronous calls in flight, which keep it to
+    /// send again after a forward.
+    target: ObjectRef,
     /// The metadata every call sends, encoded once (`None`: none, and no allocation).
     metadata: Option<Arc<[ServiceContext]>>,
 }
@@ -30,7 +30,7 @@ impl ObjectProxy {
     pub fn new(orb: &Orb, target: ObjectRef) -> Self {
         ObjectProxy {
             orb: orb.clone(),
-            target: Arc::new(target),
+            target,
             metadata: None,
         }
     }

@@ -39,7 +39,7 @@ impl prost::Message for ObjectRef {
         *self = if ior.is_empty() {
             ObjectRef::nil()
         } else {
-            match ObjectRef::from_encapsulation(&ior) {
+            match ObjectRef::from_encapsulation_shared(&ior) {
                 Ok(mut r) => {
                     r.mark_arrival();
                     r

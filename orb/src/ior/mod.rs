@@ -31,6 +31,7 @@ use crate::exception::SystemException;
 use crate::version::Version;
 use bytes::Bytes;
 use std::fmt;
+use std::sync::{Arc, OnceLock};
 
 /// Profile tag of an IIOP profile.
 pub const TAG_INTERNET_IOP: u32 = 0;
@@ -163,16 +164,48 @@ impl IiopProfile {
 }
 
 /// An object reference.
-#[derive(Clone, PartialEq, Eq, Hash, Default)]
+///
+/// Cheap to clone and to pass on: the type id and profiles are shared (one reference count), and
+/// the encapsulation a reference travels as is kept once made (or as received, when that is in
+/// our byte order), so a reference handed from call to call, as callbacks do, is neither copied
+/// nor re-encoded.
+#[derive(Clone, Default)]
 pub struct ObjectRef {
+    /// `None`: the nil reference (empty type id, no profiles), which allocates nothing.
+    body: Option<Arc<RefBody>>,
+    /// The connection this reference arrived over, in a request's parameters.
+    arrival: Arrival,
+}
+
+/// What an [`ObjectRef`] shares between its clones.
+struct RefBody {
     type_id: String,
     /// All profiles as received/built, in order (re-encoding uses these, so unknown profiles and
     /// components survive a round trip).
     profiles: Vec<TaggedProfile>,
     /// Parsed IIOP profiles (same order as they appear in `profiles`).
     iiop: Vec<IiopProfile>,
-    /// The connection this reference arrived over, in a request's parameters.
-    arrival: Arrival,
+    /// [`ObjectRef::to_encapsulation`], once made or received in our byte order.
+    encapsulation: OnceLock<Bytes>,
+}
+
+impl PartialEq for ObjectRef {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.body, &other.body) {
+            (Some(a), Some(b)) if Arc::ptr_eq(a, b) => true,
+            // `iiop` is parsed from `profiles`, so it need not be compared.
+            _ => self.type_id() == other.type_id() && self.profiles() == other.profiles(),
+        }
+    }
+}
+
+impl Eq for ObjectRef {}
+
+impl std::hash::Hash for ObjectRef {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.type_id().hash(state);
+        self.profiles().hash(state);
+    }
 }
 
 /// The inbound connection a reference arrived over, as an opaque process-wide connection id
@@ -181,18 +214,6 @@ pub struct ObjectRef {
 /// ignore it, and it never leaves the process.
 #[derive(Clone, Copy, Default, Debug)]
 struct Arrival(u64);
-
-impl PartialEq for Arrival {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl Eq for Arrival {}
-
-impl std::hash::Hash for Arrival {
-    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
-}
 
 thread_local! {
     /// The connection whose request parameters this thread is decoding (0: none).
@@ -281,12 +302,7 @@ impl ObjectRef {
                 p
             })
             .collect();
-        ObjectRef {
-            type_id: type_id.into(),
-            profiles: raw,
-            iiop,
-            arrival: Arrival::default(),
-        }
+        ObjectRef::from_parts(type_id.into(), raw, iiop, None)
     }
 
     /// Builds a reference from a type id and raw profiles, parsing the IIOP (tag 0) ones.
@@ -302,12 +318,29 @@ impl ObjectRef {
             .map(|p| IiopProfile::decode_bytes(&p.data))
             .collect::<Result<Vec<_>, _>>()
             .field("profiles")?;
-        Ok(ObjectRef {
-            type_id: type_id.into(),
-            profiles,
-            iiop,
+        Ok(ObjectRef::from_parts(type_id.into(), profiles, iiop, None))
+    }
+
+    /// A reference of these parts; `encapsulation`, if given, is the reference's encapsulation
+    /// in our byte order.
+    fn from_parts(
+        type_id: String,
+        profiles: Vec<TaggedProfile>,
+        iiop: Vec<IiopProfile>,
+        encapsulation: Option<Bytes>,
+    ) -> Self {
+        let body = (!type_id.is_empty() || !profiles.is_empty()).then(|| {
+            Arc::new(RefBody {
+                type_id,
+                profiles,
+                iiop,
+                encapsulation: encapsulation.map(OnceLock::from).unwrap_or_default(),
+            })
+        });
+        ObjectRef {
+            body,
             arrival: Arrival::default(),
-        })
+        }
     }
 
     /// The inbound connection this reference arrived over in a request's parameters (a
@@ -329,34 +362,43 @@ impl ObjectRef {
 
     /// Whether this is the nil reference.
     pub fn is_nil(&self) -> bool {
-        self.profiles.is_empty()
+        self.profiles().is_empty()
     }
 
     /// Repository id (may be empty, e.g. from corbaloc).
     pub fn type_id(&self) -> &str {
-        &self.type_id
+        self.body.as_ref().map_or("", |b| &b.type_id)
     }
 
     /// A copy with another type id.
     #[must_use]
-    pub fn with_type_id(mut self, type_id: impl Into<String>) -> Self {
-        self.type_id = type_id.into();
-        self
+    pub fn with_type_id(self, type_id: impl Into<String>) -> Self {
+        let (profiles, iiop) = match self.body {
+            Some(b) => match Arc::try_unwrap(b) {
+                Ok(b) => (b.profiles, b.iiop),
+                Err(b) => (b.profiles.clone(), b.iiop.clone()),
+            },
+            None => (Vec::new(), Vec::new()),
+        };
+        ObjectRef {
+            arrival: self.arrival,
+            ..ObjectRef::from_parts(type_id.into(), profiles, iiop, None)
+        }
     }
 
     /// All profiles, raw.
     pub fn profiles(&self) -> &[TaggedProfile] {
-        &self.profiles
+        self.body.as_ref().map_or(&[], |b| &b.profiles)
     }
 
     /// The parsed IIOP profiles.
     pub fn iiop_profiles(&self) -> &[IiopProfile] {
-        &self.iiop
+        self.body.as_ref().map_or(&[], |b| &b.iiop)
     }
 
     /// The first IIOP profile: where calls go.
     pub fn primary(&self) -> Option<&IiopProfile> {
-        self.iiop.first()
+        self.iiop_profiles().first()
     }
 
     /// Parses `IOR:<hex>` (prefix in any case, hex in either case) or a `corbaloc:` URL.
@@ -388,20 +430,92 @@ impl ObjectRef {
     /// be written in a URL (empty, or characters a host may not contain); other profiles whose
     /// host cannot be written are left out.
     pub fn to_corbaloc(&self) -> Option<String> {
-        corbaloc::format(&self.iiop)
+        corbaloc::format(self.iiop_profiles())
     }
 
     /// The IOR as a standalone encapsulation in our byte order: what an `IOR:` string holds in
     /// hex and what the protobuf `orb.ObjectRef.ior` field carries.
+    ///
+    /// Made once per reference (clones share it); a reference decoded from an encapsulation in
+    /// our byte order keeps the bytes it came from.
     pub fn to_encapsulation(&self) -> Bytes {
-        encapsulate(ByteOrder::NATIVE, |w| self.encode(w)).freeze()
+        let encode = || encapsulate(ByteOrder::NATIVE, |w| self.encode(w)).freeze();
+        match &self.body {
+            Some(b) => b.encapsulation.get_or_init(encode).clone(),
+            None => encode(),
+        }
     }
 
     /// Parses an IOR encapsulation (byte-order octet, then `IOP::IOR`; either order). Bytes after
     /// the IOR are ignored.
+    ///
+    /// The reference holds one copy of the encapsulation's bytes, up to the end of the IOR,
+    /// which its profiles share.
     pub fn from_encapsulation(data: &[u8]) -> Result<ObjectRef, DecodeError> {
+        // A first pass finds where the IOR ends, so only its bytes are copied.
         let mut r = CdrReader::encapsulation(data).field("IOR")?;
-        ObjectRef::decode(&mut r)
+        r.read_string_bytes().field("type_id").field("IOR")?;
+        // Each profile is at least a tag and a length.
+        let n = r.read_count(8).field("profiles").field("IOR")?;
+        for _ in 0..n {
+            r.read_u32().field("profiles").field("IOR")?;
+            r.read_octets().field("profiles").field("IOR")?;
+        }
+        // An encapsulation's positions count from its first byte.
+        let own = Bytes::copy_from_slice(&data[..r.position()]);
+
+        let mut r = CdrReader::encapsulation(&own).field("IOR")?;
+        let type_id = r.read_string().field("type_id").field("IOR")?;
+        let n = r.read_count(8).field("profiles").field("IOR")?;
+        let mut profiles = Vec::with_capacity(n);
+        let mut iiop = Vec::new();
+        for _ in 0..n {
+            let tag = r.read_u32().field("profiles").field("IOR")?;
+            let data = own.slice(r.read_octets_range().field("profiles").field("IOR")?);
+            if tag == TAG_INTERNET_IOP {
+                iiop.push(
+                    IiopProfile::decode_bytes(&data)
+                        .field("profiles")
+                        .field("IOR")?,
+                );
+            }
+            profiles.push(TaggedProfile { tag, data });
+        }
+        let native = (r.order() == ByteOrder::NATIVE).then_some(own);
+        Ok(ObjectRef::from_parts(type_id, profiles, iiop, native))
+    }
+
+    /// [`from_encapsulation`](Self::from_encapsulation), but a reference equal to the one this
+    /// thread decoded last (byte for byte) is that one, shared, not decoded again: callbacks
+    /// pass the same reference call after call. Only a small reference in our byte order and
+    /// with nothing after the IOR is kept, one per thread.
+    pub(crate) fn from_encapsulation_shared(data: &[u8]) -> Result<ObjectRef, DecodeError> {
+        /// The largest encapsulation kept (a reference with a few profiles and components).
+        const KEEP_AT_MOST: usize = 1024;
+        thread_local! {
+            static LAST: std::cell::RefCell<ObjectRef> = const {
+                std::cell::RefCell::new(ObjectRef { body: None, arrival: Arrival(0) })
+            };
+        }
+        let last = LAST.with(|last| {
+            let last = last.borrow();
+            let body = last.body.as_ref()?;
+            (body.encapsulation.get()?[..] == *data).then(|| last.clone())
+        });
+        if let Some(r) = last {
+            return Ok(r);
+        }
+        let r = ObjectRef::from_encapsulation(data)?;
+        let keep = data.len() <= KEEP_AT_MOST
+            && r.body
+                .as_ref()
+                .and_then(|b| b.encapsulation.get())
+                .map(Bytes::len)
+                == Some(data.len());
+        if keep {
+            LAST.with(|last| *last.borrow_mut() = r.clone());
+        }
+        Ok(r)
     }
 
     /// Length of [`ObjectRef::to_encapsulation`], computed without encoding.
@@ -409,11 +523,14 @@ impl ObjectRef {
         fn align4(n: usize) -> usize {
             n.next_multiple_of(4)
         }
+        if let Some(e) = self.body.as_ref().and_then(|b| b.encapsulation.get()) {
+            return e.len();
+        }
         // Byte-order octet, then the type id string (ulong length + bytes + NUL).
-        let mut n = align4(1) + 4 + self.type_id.len() + 1;
+        let mut n = align4(1) + 4 + self.type_id().len() + 1;
         // Profile count.
         n = align4(n) + 4;
-        for p in &self.profiles {
+        for p in self.profiles() {
             // Tag, length, data.
             n = align4(n) + 8 + p.data.len();
         }
@@ -425,9 +542,9 @@ impl ObjectRef {
     /// Profiles are written as held, so a decoded reference re-encodes to the same bytes (given
     /// the same byte order and alignment).
     pub fn encode(&self, w: &mut CdrWriter<'_>) {
-        w.write_string(&self.type_id);
-        w.write_len(self.profiles.len());
-        for p in &self.profiles {
+        w.write_string(self.type_id());
+        w.write_len(self.profiles().len());
+        for p in self.profiles() {
             w.write_u32(p.tag);
             w.write_octets(&p.data);
         }
@@ -456,20 +573,15 @@ impl ObjectRef {
             }
             profiles.push(TaggedProfile { tag, data });
         }
-        Ok(ObjectRef {
-            type_id,
-            profiles,
-            iiop,
-            arrival: Arrival::default(),
-        })
+        Ok(ObjectRef::from_parts(type_id, profiles, iiop, None))
     }
 }
 
 impl fmt::Debug for ObjectRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("ObjectRef");
-        d.field("type_id", &self.type_id);
-        for p in &self.iiop {
+        d.field("type_id", &self.type_id());
+        for p in self.iiop_profiles() {
             d.field(
                 "iiop",
                 &format_args!(
@@ -533,10 +645,12 @@ mod tests {
                 r.to_encapsulation().len(),
                 "{type_id:?}"
             );
-            r.profiles.push(TaggedProfile {
+            let mut profiles = r.profiles().to_vec();
+            profiles.push(TaggedProfile {
                 tag: 7,
                 data: Bytes::from(vec![0; type_id.len()]),
             });
+            r = ObjectRef::from_profiles(type_id, profiles).unwrap();
             assert_eq!(
                 r.encapsulation_len(),
                 r.to_encapsulation().len(),
@@ -544,6 +658,121 @@ mod tests {
             );
         }
         assert_eq!(ObjectRef::nil().encapsulation_len(), 16);
+    }
+
+    #[test]
+    fn clones_share_one_body_and_one_encapsulation() {
+        let r = ObjectRef::new("IDL:A:1.0", "h", 1, Bytes::from_static(b"key"));
+        let c = r.clone();
+        assert!(Arc::ptr_eq(
+            r.body.as_ref().unwrap(),
+            c.body.as_ref().unwrap()
+        ));
+        let (a, b) = (r.to_encapsulation(), c.to_encapsulation());
+        assert_eq!(a, b);
+        assert_eq!(a.as_ptr(), b.as_ptr(), "encoded once, shared by the clones");
+        assert_eq!(r.encapsulation_len(), a.len());
+        // Nil allocates nothing and still encodes.
+        assert!(ObjectRef::nil().body.is_none());
+        assert_eq!(ObjectRef::nil().to_encapsulation().len(), 16);
+        assert_eq!(
+            ObjectRef::nil().with_type_id("IDL:B:1.0").type_id(),
+            "IDL:B:1.0"
+        );
+        assert!(ObjectRef::nil().with_type_id("IDL:B:1.0").is_nil());
+    }
+
+    #[test]
+    fn a_decoded_reference_keeps_only_the_iors_bytes_and_reencodes_alike() {
+        let r = ObjectRef::new("IDL:A:1.0", "h", 1, Bytes::from_static(b"key"));
+        let enc = r.to_encapsulation();
+        let mut padded = enc.to_vec();
+        padded.extend_from_slice(b"trailing bytes after the IOR");
+        let back = ObjectRef::from_encapsulation(&padded).unwrap();
+        assert_eq!(back, r);
+        // Native order: the bytes received, up to the IOR's end, are the encapsulation.
+        assert_eq!(back.to_encapsulation(), enc);
+        let held = back.to_encapsulation();
+        let range = held.as_ptr_range();
+        assert!(range.contains(&back.profiles()[0].data.as_ptr()));
+        assert!(range.contains(&back.primary().unwrap().object_key.as_ptr()));
+
+        // The other byte order: decoded alike, re-encoded in ours.
+        let other = if ByteOrder::NATIVE == ByteOrder::Little {
+            ByteOrder::Big
+        } else {
+            ByteOrder::Little
+        };
+        let swapped = encapsulate(other, |w| r.encode(w)).freeze();
+        assert_ne!(swapped, enc);
+        let back = ObjectRef::from_encapsulation(&swapped).unwrap();
+        assert_eq!(back, r);
+        assert_eq!(back.to_encapsulation(), enc);
+    }
+
+    #[test]
+    fn a_thread_shares_the_reference_it_decoded_last_only_for_the_same_bytes() {
+        // Whether decoding `data` (again) gives `r`'s very body.
+        let shared = |r: &ObjectRef, data: &[u8]| {
+            let back = ObjectRef::from_encapsulation_shared(data).unwrap();
+            assert_eq!(
+                back.to_encapsulation()[..],
+                data[..back.encapsulation_len()]
+            );
+            Arc::ptr_eq(r.body.as_ref().unwrap(), back.body.as_ref().unwrap())
+        };
+        let a = ObjectRef::new("IDL:A:1.0", "h", 1, Bytes::from_static(b"a"));
+        let b = ObjectRef::new("IDL:A:1.0", "h", 1, Bytes::from_static(b"b"));
+        let (ea, eb) = (a.to_encapsulation(), b.to_encapsulation());
+        let first = ObjectRef::from_encapsulation_shared(&ea).unwrap();
+        assert_eq!(first, a);
+        assert!(
+            shared(&first, &ea),
+            "the same bytes again: the same reference"
+        );
+        assert!(!shared(&first, &eb), "other bytes: decoded");
+        let last_b = ObjectRef::from_encapsulation_shared(&eb).unwrap();
+        assert_eq!(last_b, b);
+        assert!(shared(&last_b, &eb));
+        assert!(!shared(&first, &ea), "only the last one is kept");
+        // Bytes after the IOR: decoded each time, and not kept.
+        let mut padded = ea.to_vec();
+        padded.push(0);
+        let p = ObjectRef::from_encapsulation_shared(&padded).unwrap();
+        assert_eq!(p, a);
+        assert!(!shared(&p, &padded));
+        // Too big to keep: decoded each time.
+        let big = ObjectRef::new("IDL:A:1.0", "h", 1, Bytes::from(vec![7; 2000]));
+        let eg = big.to_encapsulation();
+        let once = ObjectRef::from_encapsulation_shared(&eg).unwrap();
+        assert_eq!(once, big);
+        assert!(!shared(&once, &eg));
+        // Another thread has its own.
+        let last_a = ObjectRef::from_encapsulation_shared(&ea).unwrap();
+        assert!(shared(&last_a, &ea));
+        std::thread::spawn(move || {
+            let theirs = ObjectRef::from_encapsulation_shared(&ea).unwrap();
+            assert!(!Arc::ptr_eq(
+                last_a.body.as_ref().unwrap(),
+                theirs.body.as_ref().unwrap()
+            ));
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn equal_references_hash_alike_whatever_they_cached() {
+        use std::hash::{BuildHasher, RandomState};
+        let built = ObjectRef::new("IDL:A:1.0", "h", 1, Bytes::from_static(b"key"));
+        let decoded = ObjectRef::from_encapsulation(&built.to_encapsulation()).unwrap();
+        let fresh = ObjectRef::new("IDL:A:1.0", "h", 1, Bytes::from_static(b"key"));
+        let s = RandomState::new();
+        for other in [&decoded, &fresh] {
+            assert_eq!(&built, other);
+            assert_eq!(s.hash_one(&built), s.hash_one(other));
+        }
+        assert_ne!(built, fresh.clone().with_type_id("IDL:B:1.0"));
     }
 
     #[test]
