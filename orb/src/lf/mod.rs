@@ -85,7 +85,10 @@
 //! and the standby waits with the tick as its timeout instead. The rules:
 //! - Only a leader leaving for an upcall leaves the role unarmed (`promote_for_upcall`), and
 //!   only with no caller waiting for a reply: a caller leaving with its reply may not come
-//!   back soon, and another caller's reply must not wait for a tick.
+//!   back soon, and another caller's reply must not wait for a tick. A caller that leads
+//!   and gets its reply *inside* an upcall of this pool (a nested call) counts as leaving
+//!   for that upcall: its thread goes back to user code that ends in `user_code_done` and a
+//!   reply, then leads again, as after any upcall.
 //! - A vacancy is left unarmed only while the standby is in a timed wait (`ticking`), so some
 //!   thread looks within a tick; otherwise it is armed as before. A standby that went into its
 //!   wait without a timeout (before tick mode, or after an idle tick: see below) is woken
@@ -116,6 +119,12 @@ use crate::sync::{lock, AtomicBool, AtomicUsize, Mutex};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+std::thread_local! {
+    /// The pool (its address) whose upcall this thread runs innermost, from `Lf::run`
+    /// (0: none).
+    static SERVING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
 
 mod participant;
 mod standby;
@@ -391,7 +400,16 @@ impl Lf {
                         // A vacant role is passed on too: this thread may have left it
                         // for an upcall (disarming the standby once done, expecting to
                         // take it back) and now exits without leading.
-                        let next = if leading || st.leader.is_none() {
+                        let next = if leading
+                            && matches!(exit, Exit::Completed)
+                            && self.serving_upcall()
+                        {
+                            // Back to user code of an upcall this pool runs, which ends
+                            // in `user_code_done` and a reply, and then this thread leads
+                            // again: the same as leaving for that upcall (in tick mode, no
+                            // system call; `nest` unwinding, PROFILE.md).
+                            self.promote_for_upcall(&mut st, driver)
+                        } else if leading || st.leader.is_none() {
                             self.promote_locked(&mut st, driver, true)
                         } else {
                             Wake::Nobody
@@ -425,7 +443,7 @@ impl Lf {
                         // leader set aside for it (it would not be woken for it otherwise).
                         drop(st);
                         if let Some(u) = driver.take_parked() {
-                            driver.run_upcall(u);
+                            self.run_upcall(driver, u);
                         }
                         st = lock(&self.state);
                         if st.leader.is_none() || driver.has_parked() {
@@ -504,7 +522,7 @@ impl Lf {
                 }
                 Lead::Upcall(u) => {
                     self.step_down(p, driver);
-                    driver.run_upcall(u);
+                    self.run_upcall(driver, u);
                 }
                 Lead::StepDown => {
                     let mut st = lock(&self.state);
@@ -622,6 +640,26 @@ impl Lf {
             }
         };
         notify(next, driver);
+    }
+
+    /// Runs an upcall this thread took as a participant of this pool, noting that it does
+    /// (see [`serving_upcall`](Self::serving_upcall)).
+    fn run_upcall<D: Driver>(&self, driver: &D, u: D::Upcall) {
+        struct Restore(usize);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                SERVING.with(|s| s.set(self.0));
+            }
+        }
+        let _restore = Restore(SERVING.with(|s| s.replace(self as *const Lf as usize)));
+        driver.run_upcall(u);
+    }
+
+    /// Whether the innermost upcall this thread runs from [`run`](Self::run) is this pool's:
+    /// the thread then comes back to this pool once that upcall has replied. Under loom,
+    /// always false (its threads share the process's thread-locals).
+    fn serving_upcall(&self) -> bool {
+        !cfg!(orb_loom) && SERVING.with(|s| s.get()) == self as *const Lf as usize
     }
 
     /// Hands a completion to a bound participant and wakes it: its condition variable if it

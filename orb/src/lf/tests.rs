@@ -78,6 +78,10 @@ struct Script {
     gate: (Mutex<(usize, bool)>, Condvar, AtomicUsize),
     /// Standby waits that ended by their tick (tick mode).
     ticks: AtomicUsize,
+    /// Each upcall makes a nested two-way call (its reply comes as the next event).
+    nested: std::sync::atomic::AtomicBool,
+    /// Times the standby was armed.
+    arms: AtomicUsize,
 }
 
 impl Script {
@@ -96,6 +100,8 @@ impl Script {
             stale_standby: AtomicUsize::new(0),
             gate: (Mutex::new((0, false)), Condvar::new(), AtomicUsize::new(0)),
             ticks: AtomicUsize::new(0),
+            nested: std::sync::atomic::AtomicBool::new(false),
+            arms: AtomicUsize::new(0),
         })
     }
 
@@ -154,7 +160,16 @@ impl Driver for Script {
             }
         }
         drop(g);
-        if self.standby.is_some() {
+        if self.nested.load(Ordering::SeqCst) {
+            // A nested call: this thread leads its wait and reads its own reply.
+            let p = Participant::bound();
+            self.lf.caller_will_wait(self);
+            lock(&self.queue).push_back(Event::Reply(p.clone(), 99));
+            self.notify();
+            let deadline = Instant::now() + Duration::from_secs(20);
+            assert_eq!(self.lf.run(&p, Some(deadline), self), Exit::Completed);
+            assert_eq!(p.take().unwrap().unwrap().unwrap().header.request_id, 99);
+        } else if self.standby.is_some() {
             // Long enough for events to arrive while the leader role is vacant.
             std::thread::sleep(Duration::from_micros(200));
         }
@@ -211,6 +226,9 @@ impl Driver for Script {
         }
     }
     fn arm_standby(&self, on: bool) -> bool {
+        if on {
+            self.arms.fetch_add(1, Ordering::SeqCst);
+        }
         if let Some((m, cv)) = &self.standby {
             lock(m).0 = on;
             cv.notify_all();
@@ -441,6 +459,54 @@ fn tick_mode_leaves_upcalls_unarmed_and_a_held_upcall_is_taken_over() {
     until("the held upcall finished", &|| {
         script.upcalls.load(Ordering::SeqCst) == n + 6
     });
+    shut_down_and_check(&lf, &script, pool);
+}
+
+/// In tick mode, an upcall that makes a nested call, leads its wait and gets its reply
+/// leaves the role vacant unarmed twice: for the upcall, and with its reply (back to user
+/// code that ends in a reply, after which its thread leads again), so the standby is not
+/// armed and disarmed (two system calls) per nested call. Every nested reply still reaches
+/// its caller, one leader at a time.
+#[test]
+fn in_tick_mode_a_nested_callers_reply_leaves_the_role_unarmed() {
+    // A tick far longer than the test: no tick fires and no upcall counts as long, so once
+    // tick mode is on it stays on (requests come one at a time: nothing arrives during an
+    // upcall to end it).
+    let lf = Arc::new(Lf::with_tick(Some(Duration::from_secs(60))));
+    let script = Script::new(&lf, true);
+    let pool = pool_threads(&lf, &script, 2);
+    let mut n = 0;
+    let mut judged = 0;
+    while n < 2000 && judged < 50 {
+        let (ticking, vacancies, arms) = {
+            let st = lock(&lf.state);
+            let ticking = st.tick_mode && st.ticking;
+            (ticking, st.vacancies, script.arms.load(Ordering::SeqCst))
+        };
+        // Plain upcalls until the standby ticks; then each makes a nested call.
+        script.nested.store(ticking, Ordering::SeqCst);
+        n += 1;
+        lock(&script.queue).push_back(Event::Upcall);
+        script.notify();
+        until("the upcall ran", &|| {
+            script.upcalls.load(Ordering::SeqCst) >= n && lock(&lf.state).leader.is_some()
+        });
+        if ticking {
+            judged += 1;
+            let st = lock(&lf.state);
+            assert!(st.tick_mode, "round {n}: tick mode ended");
+            assert_eq!(
+                st.vacancies - vacancies,
+                2,
+                "round {n}: two unarmed vacancies"
+            );
+            assert_eq!(script.arms.load(Ordering::SeqCst), arms, "round {n}: armed");
+        }
+    }
+    assert_eq!(
+        judged, 50,
+        "{n} upcalls one at a time did not start tick mode"
+    );
     shut_down_and_check(&lf, &script, pool);
 }
 
