@@ -465,22 +465,8 @@ impl ObjectRef {
         let own = Bytes::copy_from_slice(&data[..r.position()]);
 
         let mut r = CdrReader::encapsulation(&own).field("IOR")?;
-        let type_id = r.read_string().field("type_id").field("IOR")?;
-        let n = r.read_count(8).field("profiles").field("IOR")?;
-        let mut profiles = Vec::with_capacity(n);
-        let mut iiop = Vec::new();
-        for _ in 0..n {
-            let tag = r.read_u32().field("profiles").field("IOR")?;
-            let data = own.slice(r.read_octets_range().field("profiles").field("IOR")?);
-            if tag == TAG_INTERNET_IOP {
-                iiop.push(
-                    IiopProfile::decode_bytes(&data)
-                        .field("profiles")
-                        .field("IOR")?,
-                );
-            }
-            profiles.push(TaggedProfile { tag, data });
-        }
+        let (type_id, profiles, iiop) =
+            read_ior(&mut r, |r| Ok(own.slice(r.read_octets_range()?)))?;
         let native = (r.order() == ByteOrder::NATIVE).then_some(own);
         Ok(ObjectRef::from_parts(type_id, profiles, iiop, native))
     }
@@ -555,26 +541,36 @@ impl ObjectRef {
     /// Every profile is kept raw; tag-0 (IIOP) profiles are also parsed, and one that does not
     /// parse fails the whole reference.
     pub fn decode(r: &mut CdrReader<'_>) -> Result<ObjectRef, DecodeError> {
-        let type_id = r.read_string().field("type_id").field("IOR")?;
-        // Each profile is at least a tag and a length.
-        let n = r.read_count(8).field("profiles").field("IOR")?;
-        let mut profiles = Vec::with_capacity(n);
-        let mut iiop = Vec::new();
-        for _ in 0..n {
-            let tag = r.read_u32().field("profiles").field("IOR")?;
-            let data = r.read_octets().field("profiles").field("IOR")?;
-            let data = Bytes::copy_from_slice(data);
-            if tag == TAG_INTERNET_IOP {
-                iiop.push(
-                    IiopProfile::decode_bytes(&data)
-                        .field("profiles")
-                        .field("IOR")?,
-                );
-            }
-            profiles.push(TaggedProfile { tag, data });
-        }
+        let (type_id, profiles, iiop) =
+            read_ior(r, |r| Ok(Bytes::copy_from_slice(r.read_octets()?)))?;
         Ok(ObjectRef::from_parts(type_id, profiles, iiop, None))
     }
+}
+
+/// Reads an `IOP::IOR` (type id, then profiles, the IIOP ones parsed too); `octets` reads a
+/// profile's data (a slice of bytes the caller holds, or a copy).
+fn read_ior<'a>(
+    r: &mut CdrReader<'a>,
+    mut octets: impl FnMut(&mut CdrReader<'a>) -> Result<Bytes, DecodeError>,
+) -> Result<(String, Vec<TaggedProfile>, Vec<IiopProfile>), DecodeError> {
+    let type_id = r.read_string().field("type_id").field("IOR")?;
+    // Each profile is at least a tag and a length.
+    let n = r.read_count(8).field("profiles").field("IOR")?;
+    let mut profiles = Vec::with_capacity(n);
+    let mut iiop = Vec::new();
+    for _ in 0..n {
+        let tag = r.read_u32().field("profiles").field("IOR")?;
+        let data = octets(r).field("profiles").field("IOR")?;
+        if tag == TAG_INTERNET_IOP {
+            iiop.push(
+                IiopProfile::decode_bytes(&data)
+                    .field("profiles")
+                    .field("IOR")?,
+            );
+        }
+        profiles.push(TaggedProfile { tag, data });
+    }
+    Ok((type_id, profiles, iiop))
 }
 
 impl fmt::Debug for ObjectRef {
