@@ -249,6 +249,13 @@ struct State {
     /// woken follower, or the standby): a participant that finds the role in this state
     /// takes it over (`Lf::run`), rather than sleep while the promoted thread wakes.
     unclaimed: Option<u64>,
+    /// Whether `unclaimed` is a pool (unbound) thread.
+    unclaimed_unbound: bool,
+    /// Pool threads whose unclaimed role a joining participant took over, on their way back
+    /// into the pool: idle (`has_idle_unbound`), and each takes a parked request, if one
+    /// waits, before it sleeps. A thread leaves this list the next time it looks at the
+    /// state in `Lf::run`.
+    returning: Vec<u64>,
 }
 
 /// Unused arms in a row after which the pool switches to tick mode.
@@ -277,9 +284,17 @@ enum Wake {
 }
 
 impl State {
-    /// Whether an idle pool thread waits: the standby or an unbound follower.
-    fn has_idle_unbound(&self) -> bool {
+    /// Whether an idle pool thread waits to be promoted: the standby or an unbound follower.
+    fn has_waiting_unbound(&self) -> bool {
         self.standby.is_some() || self.followers.iter().any(|f| f.unbound)
+    }
+
+    /// Whether a pool thread is idle: waiting to be promoted, or on its way back into the
+    /// pool after a takeover (it looks for parked requests before it sleeps). Without the
+    /// latter, a caller leading while the pool's threads are all on their way back (each
+    /// promoted and taken over, on a loaded machine) would run an unrelated upcall itself.
+    fn has_idle_unbound(&self) -> bool {
+        self.has_waiting_unbound() || !self.returning.is_empty()
     }
 
     fn remove_follower(&mut self, id: u64) {
@@ -300,6 +315,7 @@ impl State {
         let next = self.followers.remove(i);
         self.leader = Some(next.id);
         self.unclaimed = self.leader;
+        self.unclaimed_unbound = next.unbound;
         Some(next)
     }
 
@@ -308,6 +324,15 @@ impl State {
     fn claim(&mut self, id: u64) {
         self.leader = Some(id);
         self.unclaimed = None;
+    }
+
+    /// `id` takes over the role of a promoted thread that has not run yet (`is_unclaimed`);
+    /// a pool thread taken over from counts as idle until it is back (`returning`).
+    fn take_over(&mut self, id: u64) {
+        if let (Some(from), true) = (self.unclaimed, self.unclaimed_unbound) {
+            self.returning.push(from);
+        }
+        self.claim(id);
     }
 
     /// The role belongs to a promoted thread that has not run yet: a joining participant
@@ -383,6 +408,9 @@ impl Lf {
                 let mut st = lock(&self.state);
                 loop {
                     st.remove_follower(p.id);
+                    if !st.returning.is_empty() {
+                        st.returning.retain(|&id| id != p.id);
+                    }
                     let leading = st.leader == Some(p.id);
                     if leading {
                         st.claim(p.id);
@@ -434,19 +462,23 @@ impl Lf {
                         // yet (waking a thread on another, idle CPU can take milliseconds
                         // on a VM): lead now instead of sleeping until it does. It finds
                         // the role taken when it runs, and waits again.
-                        st.claim(p.id);
+                        st.take_over(p.id);
                         driver.count_reclaim();
                         break;
                     }
                     if p.unbound {
                         // Before sleeping, a pool thread takes a request that a waiting
                         // leader set aside for it (it would not be woken for it otherwise).
-                        drop(st);
-                        if let Some(u) = driver.take_parked() {
-                            self.run_upcall(driver, u);
-                        }
-                        st = lock(&self.state);
-                        if st.leader.is_none() || driver.has_parked() {
+                        // Asked under the promotion lock it sleeps under: a leader parks
+                        // first and then looks for an idle pool thread under that lock, so
+                        // either this thread sees the request or the leader sees this
+                        // thread (a follower or the standby, or still `returning`).
+                        if driver.has_parked() {
+                            drop(st);
+                            if let Some(u) = driver.take_parked() {
+                                self.run_upcall(driver, u);
+                            }
+                            st = lock(&self.state);
                             continue;
                         }
                         // Only one thread at a time waits in the standby poll set: its
@@ -525,8 +557,10 @@ impl Lf {
                     self.run_upcall(driver, u);
                 }
                 Lead::StepDown => {
+                    // Only to a thread waiting to be promoted: one on its way back takes the
+                    // parked request itself.
                     let mut st = lock(&self.state);
-                    let next = if st.leader == Some(p.id) && st.has_idle_unbound() {
+                    let next = if st.leader == Some(p.id) && st.has_waiting_unbound() {
                         self.promote_locked(&mut st, driver, false)
                     } else {
                         Wake::Nobody
@@ -559,6 +593,7 @@ impl Lf {
             self.clear_vacancy(st);
             st.leader = st.standby.take();
             st.unclaimed = st.leader;
+            st.unclaimed_unbound = true;
             driver.count_promotion();
             return Wake::Standby;
         }
@@ -588,7 +623,7 @@ impl Lf {
             }
             if st.is_unclaimed() {
                 // Disarmed and not vacant since the promotion: only the role changes hands.
-                st.claim(p.id);
+                st.take_over(p.id);
                 driver.count_reclaim();
                 return true;
             }

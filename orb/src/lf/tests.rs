@@ -82,6 +82,8 @@ struct Script {
     nested: std::sync::atomic::AtomicBool,
     /// Times the standby was armed.
     arms: AtomicUsize,
+    /// Requests a bound leader set aside for a pool thread (`take_parked`).
+    parked: AtomicUsize,
 }
 
 impl Script {
@@ -102,6 +104,7 @@ impl Script {
             ticks: AtomicUsize::new(0),
             nested: std::sync::atomic::AtomicBool::new(false),
             arms: AtomicUsize::new(0),
+            parked: AtomicUsize::new(0),
         })
     }
 
@@ -175,6 +178,15 @@ impl Driver for Script {
         }
         self.upcalls.fetch_add(1, Ordering::SeqCst);
         self.lf.user_code_done(self);
+    }
+    fn take_parked(&self) -> Option<()> {
+        self.parked
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .ok()
+            .map(|_| ())
+    }
+    fn has_parked(&self) -> bool {
+        self.parked.load(Ordering::SeqCst) > 0
     }
     fn wake_leader(&self) {
         self.cv.notify_all();
@@ -295,6 +307,73 @@ fn replies_reach_waiters(standby: bool) {
     }
     shut_down_and_check(&lf, &script, pool);
     assert_eq!(script.upcalls.load(Ordering::SeqCst), 8 * (200 / 7 + 1));
+}
+
+/// A pool thread whose promotion a caller took over (it had not run yet) is idle until it is
+/// back in the pool: a caller that leads meanwhile and finds an unrelated request sets it
+/// aside for the pool rather than run it itself (`lf_chain`, under load: all three pool
+/// threads of S were on their way back at once, and A ran a 100 ms upcall while waiting for
+/// its own reply). The returning thread takes the parked request before it sleeps. A bound
+/// thread taken over from is not a pool thread and does not count.
+#[test]
+fn a_pool_thread_taken_over_from_is_idle_until_it_is_back() {
+    let lf = Arc::new(Lf::new());
+    let script = Script::new(&lf, false);
+    let caller = Participant::bound();
+    let bound = Participant::bound();
+    {
+        let mut st = lock(&lf.state);
+        st.followers.push(bound.clone());
+        assert_eq!(st.promote().map(|f| f.id), Some(bound.id));
+    }
+    assert!(lf.try_lead(&caller, &*script));
+    assert!(
+        !lf.has_idle_unbound(),
+        "a bound thread taken over from counts as an idle pool thread"
+    );
+    lf.leave(&caller, &*script, false);
+
+    let pool = Participant::unbound();
+    {
+        let mut st = lock(&lf.state);
+        st.followers.push(pool.clone());
+        assert_eq!(st.promote().map(|f| f.id), Some(pool.id));
+    }
+    assert!(lf.try_lead(&caller, &*script));
+    assert!(
+        lf.has_idle_unbound(),
+        "the pool thread on its way back does not count as idle: the caller would run an \
+         unrelated request itself"
+    );
+    assert!(
+        !lock(&lf.state).has_waiting_unbound(),
+        "a thread on its way back counts as one to promote"
+    );
+    // The leader sets a request aside for the pool; the pool thread, once it runs, takes it
+    // and then sleeps as a follower.
+    script.parked.store(1, Ordering::SeqCst);
+    let t = {
+        let (lf, s, pool) = (lf.clone(), script.clone(), pool.clone());
+        std::thread::spawn(move || lf.run(&pool, None, &*s))
+    };
+    let give_up = Instant::now() + Duration::from_secs(20);
+    while !lock(&lf.state).followers.iter().any(|f| f.id == pool.id) {
+        assert!(Instant::now() < give_up, "the pool thread never slept");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(
+        script.upcalls.load(Ordering::SeqCst),
+        1,
+        "the parked request did not run"
+    );
+    assert_eq!(script.parked.load(Ordering::SeqCst), 0);
+    assert!(
+        lock(&lf.state).returning.is_empty(),
+        "still counted as on its way back"
+    );
+    assert_eq!(lock(&lf.state).leader, Some(caller.id));
+    lf.shutdown(&*script);
+    assert_eq!(t.join().unwrap(), Exit::Shutdown);
 }
 
 /// A participant that joins while the role belongs to a thread promoted to it that has not
