@@ -37,6 +37,12 @@ struct Net {
     /// Some: the standby poll set, as the reactor has it: a lock held for the whole wait
     /// (one thread in the poll at a time), `(armed, woken)`, and its condition variable.
     standby: Option<(Mutex<()>, Mutex<(bool, bool)>, Condvar)>,
+    /// Requests are set aside as the ORB's leader does for a bound thread (`parking`): to
+    /// the pool if an idle pool thread is known (`Lf::has_idle_unbound`), else run by the
+    /// bound thread itself (counted in `.1`). `.0` counts the set-aside ones waiting;
+    /// `ran` the upcalls run, with its condition variable.
+    parked: (bool, Mutex<usize>, AtomicUsize),
+    ran: (Mutex<usize>, Condvar),
 }
 
 impl Net {
@@ -54,6 +60,10 @@ impl Net {
 impl Driver for Net {
     type Upcall = ();
     fn lead(&self, p: &Arc<Participant>, _deadline: Option<Instant>) -> Lead<()> {
+        // As the ORB's driver: a pool thread made leader runs a set-aside request first.
+        if p.unbound && self.take_parked().is_some() {
+            return Lead::Upcall(());
+        }
         assert_eq!(
             self.leaders.fetch_add(1, Ordering::SeqCst),
             0,
@@ -86,6 +96,14 @@ impl Driver for Net {
                 upcall
             }
             // An event for nobody is a request: it needs an upcall.
+            Some((None, _)) if self.parked.0 && !p.unbound => {
+                if self.lf.has_idle_unbound() {
+                    *lock(&self.parked.1) += 1;
+                    return Lead::StepDown;
+                }
+                self.parked.2.fetch_add(1, Ordering::SeqCst);
+                true
+            }
             Some((None, _)) => true,
             None => upcall,
         };
@@ -97,6 +115,19 @@ impl Driver for Net {
     }
     fn run_upcall(&self, _u: ()) {
         self.lf.user_code_done(self);
+        *lock(&self.ran.0) += 1;
+        self.ran.1.notify_all();
+    }
+    fn take_parked(&self) -> Option<()> {
+        let mut g = lock(&self.parked.1);
+        let some = *g > 0;
+        if some {
+            *g -= 1;
+        }
+        some.then_some(())
+    }
+    fn has_parked(&self) -> bool {
+        *lock(&self.parked.1) > 0
     }
     fn wake_leader(&self) {
         lock(&self.inbox).1 = true;
@@ -140,7 +171,7 @@ impl Driver for Net {
         self.standby.is_some()
     }
     fn has_pending_work(&self) -> bool {
-        !lock(&self.ready).is_empty()
+        !lock(&self.ready).is_empty() || *lock(&self.parked.1) > 0
     }
     fn events_waiting(&self) -> bool {
         // As the driver's: the ready list, else a poll without waiting if nobody polls,
@@ -169,6 +200,10 @@ fn net(lf: &Arc<Lf>) -> Arc<Net> {
 }
 
 fn net_with(lf: &Arc<Lf>, standby: bool) -> Arc<Net> {
+    net_parking(lf, standby, false)
+}
+
+fn net_parking(lf: &Arc<Lf>, standby: bool, parking: bool) -> Arc<Net> {
     Arc::new(Net {
         lf: lf.clone(),
         inbox: Mutex::new((VecDeque::new(), false)),
@@ -178,6 +213,8 @@ fn net_with(lf: &Arc<Lf>, standby: bool) -> Arc<Net> {
         leaders: AtomicUsize::new(0),
         upcall_pending: Mutex::new(false),
         standby: standby.then(|| (Mutex::new(()), Mutex::new((false, false)), Condvar::new())),
+        parked: (parking, Mutex::new(0), AtomicUsize::new(0)),
+        ran: (Mutex::new(0), Condvar::new()),
     })
 }
 
@@ -404,6 +441,60 @@ fn tick_mode_look_at_the_loop_strands_no_event() {
         for t in pool {
             t.join().unwrap();
         }
+    });
+}
+
+/// A bound leader's request goes to an idle pool thread, never to itself (TAO bug 3531b),
+/// also while that thread is on its way back after a takeover: bound leader L hands the
+/// role to pool thread P on leaving (P promoted, not yet running), caller C joins and may
+/// take the role over, then reads an unrelated request and sets it aside for the pool
+/// (`lf_chain`'s flake of 2026-11-26: C ran it itself, P being counted as neither idle
+/// nor busy). P must then take the request (loom reports a deadlock if it sleeps past
+/// it), and C still gets its reply.
+#[test]
+fn a_request_set_aside_during_a_takeover_reaches_the_pool() {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(|| {
+        let lf = Arc::new(Lf::new());
+        let n = net_parking(&lf, false, true);
+        let l = Participant::bound();
+        let leader = {
+            let (lf, n, l) = (lf.clone(), n.clone(), l.clone());
+            loom::thread::spawn(move || assert_eq!(lf.run(&l, None, &*n), Exit::Completed))
+        };
+        while lock(&lf.state).leader != Some(l.id) {
+            loom::thread::yield_now();
+        }
+        let pool_p = Participant::unbound();
+        let pool = {
+            let (lf, n, p) = (lf.clone(), n.clone(), pool_p.clone());
+            loom::thread::spawn(move || assert_eq!(lf.run(&p, None, &*n), Exit::Shutdown))
+        };
+        while !lock(&lf.state).followers.iter().any(|f| f.id == pool_p.id) {
+            loom::thread::yield_now();
+        }
+        // L's reply: L leaves, promoting P.
+        n.push(Some(l), 1);
+        leader.join().unwrap();
+        // C joins with an unrelated request and then its own reply on the way.
+        let c = Participant::bound();
+        n.push(None, 2);
+        n.push(Some(c.clone()), 3);
+        assert_eq!(lf.run(&c, None, &*n), Exit::Completed);
+        assert_eq!(c.take().unwrap().unwrap().unwrap().header.request_id, 3);
+        let mut ran = lock(&n.ran.0);
+        while *ran == 0 {
+            ran = n.ran.1.wait(ran).unwrap();
+        }
+        drop(ran);
+        assert_eq!(
+            n.parked.2.load(Ordering::SeqCst),
+            0,
+            "the bound caller ran the request with the pool thread idle"
+        );
+        lf.shutdown(&*n);
+        pool.join().unwrap();
     });
 }
 
