@@ -452,6 +452,7 @@ impl OrbInner {
                 &call.operation,
                 params,
                 call.deadline,
+                None,
                 Some(Waiter::Task(slot.clone())),
             )
         })?;

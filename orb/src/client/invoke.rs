@@ -297,7 +297,10 @@ impl OrbInner {
         let mut hops = 0;
         loop {
             let current = forwarded.as_ref().unwrap_or(target);
-            let result = self.call_once(current, operation, twoway, params, deadline);
+            // The clock read above stands for the send's too on the first attempt (the
+            // DEADLINE context's remaining time), unless the send has to connect first.
+            let clock = (hops == 0).then_some(now);
+            let result = self.call_once(current, operation, twoway, params, deadline, clock);
             match result {
                 Ok(Some(reply))
                     if matches!(
@@ -330,13 +333,14 @@ impl OrbInner {
         twoway: bool,
         params: Params<'_>,
         deadline: Instant,
+        clock: Option<Instant>,
     ) -> Result<Option<Reply>, SystemException> {
         if let Some(profile) = target.primary().filter(|p| self.is_collocated(p)) {
             return self.call_local(profile, operation, twoway, params, deadline);
         }
         let participant = twoway.then(Participant::bound);
         let waiter = participant.as_ref().map(|p| Waiter::Thread(p.clone()));
-        let sent = self.send_request(target, operation, params, deadline, waiter)?;
+        let sent = self.send_request(target, operation, params, deadline, clock, waiter)?;
         let _enter = sent.span.enter();
         let Some(p) = participant else {
             return Ok(None);
@@ -373,13 +377,16 @@ impl OrbInner {
     /// Writes one request to `target` (connecting first if need be, as a Leader/Followers
     /// participant bounded by `deadline`), with `waiter` registered for its reply before it
     /// is sent (`None`: a oneway). What both a blocking call and an asynchronous one do
-    /// before they wait, each in its own way.
+    /// before they wait, each in its own way. `clock`: a clock reading the caller took
+    /// just before, for the DEADLINE context's remaining time if the connection is there
+    /// already (else the clock is read again once connected).
     pub(crate) fn send_request(
         &self,
         target: &ObjectRef,
         operation: &str,
         params: Params<'_>,
         deadline: Instant,
+        clock: Option<Instant>,
         waiter: Option<Waiter>,
     ) -> Result<Sent, SystemException> {
         let twoway = waiter.is_some();
@@ -393,10 +400,10 @@ impl OrbInner {
             .arrived_over()
             .filter(|_| self.config.bidir_accept)
             .and_then(|id| self.bidir_route(id, &profile.host, port));
-        let conn = match bidir {
+        let (conn, at_once) = match bidir {
             // Not remembered as this thread's last connection: only this reference, which
             // arrived over it, may use it.
-            Some(c) => c,
+            Some(c) => (c, true),
             None => self.connection_to(&profile.host, port, tls, deadline)?,
         };
         conn.note_version(version.minor);
@@ -410,7 +417,8 @@ impl OrbInner {
         let _enter = span.enter();
         // The DEADLINE context (first among the contexts), written straight into the frame.
         let deadline_data = (twoway && version >= Version::V1_1).then(|| {
-            let remaining = deadline.saturating_duration_since(Instant::now());
+            let now = clock.filter(|_| at_once).unwrap_or_else(Instant::now);
+            let remaining = deadline.saturating_duration_since(now);
             CallChain(current_chain()).deadline_data(Deadline(remaining))
         });
         // Holds contexts only on the one request per connection that announces BiDir, and on
@@ -555,16 +563,17 @@ impl OrbInner {
     /// The shared connection to `host:port`, opening it if needed. No lock is held across
     /// DNS or the connect: the endpoint's slot is locked only to look and to publish a
     /// connection whose non-blocking connect has started, and the caller waits for the
-    /// handshake as a Leader/Followers participant, bounded by its deadline.
+    /// handshake as a Leader/Followers participant, bounded by its deadline. With it, whether
+    /// it was found at once (this thread's last connection), without any wait.
     fn connection_to(
         &self,
         host: &str,
         port: u16,
         tls: bool,
         deadline: Instant,
-    ) -> Result<Arc<Connection>, SystemException> {
+    ) -> Result<(Arc<Connection>, bool), SystemException> {
         if let Some(c) = crate::endpoints::last_connection(self.id, host, port) {
-            return Ok(c);
+            return Ok((c, true));
         }
         let slot = self.outbound.slot(host, port);
         let open = lock(&slot).clone().filter(|c| !c.is_closed());
@@ -578,7 +587,7 @@ impl OrbInner {
             // Do not keep an entry per unreachable endpoint (references arrive from peers).
             Err(_) => self.outbound.forget_unused(host, port),
         }
-        result
+        result.map(|c| (c, false))
     }
 
     /// Opens a connection to `host:port` and publishes it in `slot`: each address in turn,

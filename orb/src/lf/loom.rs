@@ -59,7 +59,7 @@ impl Net {
 
 impl Driver for Net {
     type Upcall = ();
-    fn lead(&self, p: &Arc<Participant>, _deadline: Option<Instant>) -> Lead<()> {
+    fn lead(&self, p: &Arc<Participant>, _until: Option<Until>) -> Lead<()> {
         // As the ORB's driver: a pool thread made leader runs a set-aside request first.
         if p.unbound && self.take_parked().is_some() {
             return Lead::Upcall(());

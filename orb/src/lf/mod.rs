@@ -157,12 +157,37 @@ pub(crate) enum Lead<U> {
     StepDown,
 }
 
+/// A leader's deadline, with the clock reading taken when it was last checked: `Lf::run`
+/// checks it just before each turn, so the turn's poll timeout needs no clock read of its
+/// own (the poll waits in milliseconds; the reading is microseconds old).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Until {
+    pub(crate) deadline: Instant,
+    pub(crate) now: Instant,
+}
+
+impl Until {
+    /// `deadline`, as of now.
+    pub(crate) fn from_now(deadline: Instant) -> Self {
+        Until {
+            deadline,
+            now: Instant::now(),
+        }
+    }
+
+    /// The time left until the deadline, as of the reading.
+    pub(crate) fn left(&self) -> Duration {
+        self.deadline.saturating_duration_since(self.now)
+    }
+}
+
 /// The ORB side of the pool: what a leader does.
 pub(crate) trait Driver {
     /// Work that must run outside the leader role.
     type Upcall;
-    /// One turn as leader: wait for events (until `deadline` at most) and handle cheap ones.
-    fn lead(&self, p: &Arc<Participant>, deadline: Option<Instant>) -> Lead<Self::Upcall>;
+    /// One turn as leader: wait for events (until the deadline at most) and handle cheap
+    /// ones.
+    fn lead(&self, p: &Arc<Participant>, until: Option<Until>) -> Lead<Self::Upcall>;
     /// Runs an upcall (the caller is no longer leader).
     fn run_upcall(&self, upcall: Self::Upcall);
     /// A request a bound leader set aside for a pool thread (nested upcalls disabled).
@@ -404,6 +429,8 @@ impl Lf {
         let mut quiet = false;
         loop {
             let mut retick = false;
+            // The last deadline check's reading, for the turn as leader that follows it.
+            let mut until = None;
             {
                 let mut st = lock(&self.state);
                 loop {
@@ -419,7 +446,11 @@ impl Lf {
                         Some(Exit::Completed)
                     } else if st.shutdown {
                         Some(Exit::Shutdown)
-                    } else if deadline.is_some_and(|d| Instant::now() >= d) {
+                    } else if deadline.is_some_and(|d| {
+                        let u = Until::from_now(d);
+                        until = Some(u);
+                        u.now >= d
+                    }) {
                         Some(Exit::TimedOut)
                     } else {
                         None
@@ -546,7 +577,7 @@ impl Lf {
             if retick {
                 driver.wake_standby();
             }
-            match driver.lead(p, deadline) {
+            match driver.lead(p, until) {
                 Lead::Idle => {
                     if p.unbound {
                         self.stand_aside(p, driver);

@@ -125,7 +125,7 @@ enum Event {
 
 impl Driver for Script {
     type Upcall = ();
-    fn lead(&self, p: &Arc<Participant>, deadline: Option<Instant>) -> Lead<()> {
+    fn lead(&self, p: &Arc<Participant>, until: Option<Until>) -> Lead<()> {
         let n = self.leaders.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_leaders.fetch_max(n, Ordering::SeqCst);
         if lock(&self.lf.state).standby == Some(p.id) {
@@ -134,8 +134,8 @@ impl Driver for Script {
         let ev = {
             let mut q = lock(&self.queue);
             if q.is_empty() {
-                let wait = deadline
-                    .map(|d| d.saturating_duration_since(Instant::now()))
+                let wait = until
+                    .map(|u| u.deadline.saturating_duration_since(Instant::now()))
                     .unwrap_or(Duration::from_millis(5))
                     .min(Duration::from_millis(5));
                 q = self.cv.wait_timeout(q, wait).unwrap().0;

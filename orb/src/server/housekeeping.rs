@@ -4,6 +4,7 @@
 //! is what the leader does when they are due.
 
 use crate::connection::{CloseCause, Expired, Origin};
+use crate::lf::Until;
 use crate::orb::OrbInner;
 use crate::reactor::Entry;
 use std::io;
@@ -17,11 +18,11 @@ impl OrbInner {
     /// So the clock is read only for a deadline: a server's leader, which has none, reads it
     /// not at all (the clock read and the timer arithmetic cost ~130 instructions a poll).
     /// Should the alarm have failed to arm, every poll reads the timers as well.
-    pub(super) fn poll_timeout(&self, deadline: Option<Instant>) -> Option<Duration> {
+    pub(super) fn poll_timeout(&self, until: Option<Until>) -> Option<Duration> {
         if !self.reactor.alarm_works() {
-            return self.poll_timeout_with_timers(deadline);
+            return self.poll_timeout_with_timers(until.map(|u| u.deadline));
         }
-        deadline.map(|d| d.saturating_duration_since(Instant::now()))
+        until.map(|u| u.left())
     }
 
     /// After the alarm fired: runs the timers that are due, and arms the alarm for those

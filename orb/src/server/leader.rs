@@ -28,7 +28,7 @@ use crate::giop::{
     context_id, write_locate_reply, write_message_error, BiDirListenPoints, Deadline, Frame,
     FrameError, LocateStatus, Message, TargetAddress, Version,
 };
-use crate::lf::{Driver, Lead, Participant};
+use crate::lf::{Driver, Lead, Participant, Until};
 use crate::metadata::Metadata;
 use crate::orb::OrbInner;
 use crate::reactor::{Entry, Ready};
@@ -51,7 +51,7 @@ enum Handled {
 impl Driver for OrbInner {
     type Upcall = Upcall;
 
-    fn lead(&self, p: &Arc<Participant>, deadline: Option<Instant>) -> Lead<Upcall> {
+    fn lead(&self, p: &Arc<Participant>, until: Option<Until>) -> Lead<Upcall> {
         if p.unbound {
             if let Some(u) = self.upcalls.take_parked() {
                 return Lead::Upcall(u);
@@ -62,7 +62,7 @@ impl Driver for OrbInner {
         // when the leader is done with the batch (before it reads, polls or leaves).
         let mut held = None;
         let mut unbounded = usize::MAX;
-        let lead = self.lead_holding(p, deadline, &mut held, false, &mut unbounded);
+        let lead = self.lead_holding(p, until, &mut held, false, &mut unbounded);
         self.release_writes(&mut held);
         lead
     }
@@ -170,7 +170,7 @@ impl OrbInner {
         if let Some(u) = self.upcalls.take_parked() {
             return Lead::Upcall(u);
         }
-        self.lead_holding(p, deadline, held, true, replies_left)
+        self.lead_holding(p, deadline.map(Until::from_now), held, true, replies_left)
     }
 
     /// The leader's loop ([`Driver::lead`]); `held` is the connection whose writes it holds,
@@ -180,7 +180,7 @@ impl OrbInner {
     fn lead_holding(
         &self,
         p: &Arc<Participant>,
-        deadline: Option<Instant>,
+        until: Option<Until>,
         held: &mut Option<Arc<Connection>>,
         keep: bool,
         replies_left: &mut usize,
@@ -240,7 +240,7 @@ impl OrbInner {
             if polled || self.lf.is_shutdown() {
                 return Lead::Idle;
             }
-            let timeout = self.poll_timeout(deadline);
+            let timeout = self.poll_timeout(until);
             match self
                 .reactor
                 .poll(timeout, |ev| self.handle_ready(ev, &mut first))
