@@ -15,6 +15,7 @@
 //! [`ObjectProxy::invoke_cdr`](crate::ObjectProxy::invoke_cdr) and [`crate::cdr`] instead.
 
 mod codec;
+mod direct;
 mod error;
 mod header;
 mod locate;

@@ -7,6 +7,7 @@
 //! 1.0/1.1: ServiceContextList, request_id, reply_status (0..=3), body directly after
 //! ```
 
+use super::direct::Direct;
 use super::service_context::{context_id, ErrorText};
 use super::{begin_message, end_message, rest_as_body, Body, MsgType, ServiceContextList, Version};
 use crate::cdr::{
@@ -152,7 +153,41 @@ pub(crate) fn decode_reply(
     decode_reply_inner(version, msg, r).field("Reply")
 }
 
+/// Decodes a well-formed GIOP 1.2 Reply straight from the frame's bytes ([`Direct`]), for
+/// a reader at the reply header; `None` for anything else, which the reader's way then
+/// decodes or reports.
+fn decode_reply_1_2_fast(msg: &Bytes, r: &mut CdrReader<'_>) -> Option<Reply> {
+    let d = Direct::at_header(msg, r)?;
+    let request_id = d.u32_at(12)?;
+    let status = ReplyStatus::from_u32(d.u32_at(16)?)?;
+    let (service_context, at) = d.contexts_at(20)?;
+    let body = d.body_at(at, r)?;
+    Some(Reply {
+        header: ReplyHeader {
+            request_id,
+            status,
+            service_context,
+        },
+        body,
+    })
+}
+
 fn decode_reply_inner(
+    version: Version,
+    msg: &Bytes,
+    r: &mut CdrReader<'_>,
+) -> Result<Reply, DecodeError> {
+    if version.minor >= 2 {
+        if let Some(reply) = decode_reply_1_2_fast(msg, r) {
+            return Ok(reply);
+        }
+    }
+    decode_reply_fields(version, msg, r)
+}
+
+/// [`decode_reply_inner`] field by field through the reader: any reply, and the errors with
+/// their field path.
+fn decode_reply_fields(
     version: Version,
     msg: &Bytes,
     r: &mut CdrReader<'_>,
@@ -293,6 +328,65 @@ mod tests {
         let mut r = CdrReader::new(&msg, h.order);
         r.skip(HEADER_LEN).unwrap();
         decode_reply(h.version, &msg, &mut r)
+    }
+
+    /// As `request::tests::the_direct_request_decoding_agrees_with_the_readers`, for
+    /// replies: every status, 0-2 contexts, bodies of 0, 1 and 13 bytes, both byte orders;
+    /// the direct way must answer for each (1.2) and agree with the reader's, and wherever
+    /// it answers for a truncation or a changed header byte it must agree too.
+    #[test]
+    fn the_direct_reply_decoding_agrees_with_the_readers() {
+        let mut answered = 0;
+        for order in [ByteOrder::Little, ByteOrder::Big] {
+            for status in ALL {
+                for contexts in 0..3u32 {
+                    for body in [&b""[..], &b"x"[..], &[7u8; 13][..]] {
+                        let header = ReplyHeader {
+                            request_id: 0x0A0B_0C0D,
+                            status,
+                            service_context: ServiceContextList(
+                                (0..contexts)
+                                    .map(|i| ServiceContext {
+                                        id: 7 + i,
+                                        data: Bytes::from(vec![i as u8; 1 + i as usize * 6]),
+                                    })
+                                    .collect(),
+                            ),
+                        };
+                        let mut buf = BytesMut::new();
+                        write_reply_in(&mut buf, Version::V1_2, order, &header, |w| {
+                            w.write_raw(body)
+                        });
+                        let msg = buf.freeze();
+                        let mut variants = vec![msg.clone()];
+                        variants.extend((HEADER_LEN..msg.len()).map(|cut| msg.slice(..cut)));
+                        for at in HEADER_LEN..msg.len().min(64) {
+                            for v in [0u8, 1, 0x80, 0xFF] {
+                                let mut m = msg.to_vec();
+                                m[at] = v;
+                                variants.push(Bytes::from(m));
+                            }
+                        }
+                        for (i, m) in variants.iter().enumerate() {
+                            let mut slow_r = CdrReader::new(m, order);
+                            let mut fast_r = CdrReader::new(m, order);
+                            slow_r.skip(HEADER_LEN).unwrap();
+                            fast_r.skip(HEADER_LEN).unwrap();
+                            let slow = decode_reply_fields(Version::V1_2, m, &mut slow_r);
+                            let Some(fast) = decode_reply_1_2_fast(m, &mut fast_r) else {
+                                assert!(i > 0, "a well-formed reply not decoded directly");
+                                assert_eq!(fast_r.position(), HEADER_LEN);
+                                continue;
+                            };
+                            answered += 1;
+                            assert_eq!(slow.as_ref().ok(), Some(&fast), "{m:?}");
+                            assert_eq!(slow_r.position(), fast_r.position(), "{m:?}");
+                        }
+                    }
+                }
+            }
+        }
+        assert!(answered > 1000, "{answered}");
     }
 
     const ALL: [ReplyStatus; 6] = [
