@@ -251,11 +251,19 @@ pub(crate) fn write_reply_in(
     body: impl FnOnce(&mut CdrWriter<'_>),
 ) {
     let start = begin_message(dst, version, order, MsgType::Reply);
+    let plain = version.minor >= 2 && header.service_context.0.is_empty();
+    if plain {
+        // Request id, status and an empty context list in one append (almost every reply):
+        // what the writer writes field by field, each a capacity check and a copy.
+        dst.extend_from_slice(&fixed_head(order, header.request_id, header.status));
+    }
     let mut w = CdrWriter::with_origin(dst, order, start);
     if version.minor >= 2 {
-        w.write_u32(header.request_id);
-        w.write_u32(header.status.to_u32());
-        header.service_context.encode(&mut w);
+        if !plain {
+            w.write_u32(header.request_id);
+            w.write_u32(header.status.to_u32());
+            header.service_context.encode(&mut w);
+        }
         let before_pad = w.buffer_index();
         w.align(8);
         let body_start = w.buffer_index();
@@ -272,6 +280,19 @@ pub(crate) fn write_reply_in(
         body(&mut w);
     }
     end_message(dst, start, order);
+}
+
+/// A GIOP 1.2 reply header without service contexts, after the GIOP header (position 12,
+/// 4-aligned): request id, status, context count 0.
+fn fixed_head(order: ByteOrder, request_id: u32, status: ReplyStatus) -> [u8; 12] {
+    let u32_bytes = |v: u32| match order {
+        ByteOrder::Big => v.to_be_bytes(),
+        ByteOrder::Little => v.to_le_bytes(),
+    };
+    let mut b = [0u8; 12];
+    b[..4].copy_from_slice(&u32_bytes(request_id));
+    b[4..8].copy_from_slice(&u32_bytes(status.to_u32()));
+    b
 }
 
 /// Writes a SystemExceptionReplyBody: repository id, minor, completion status.
@@ -328,6 +349,25 @@ mod tests {
         let mut r = CdrReader::new(&msg, h.order);
         r.skip(HEADER_LEN).unwrap();
         decode_reply(h.version, &msg, &mut r)
+    }
+
+    /// The reply header written in one append is what the writer writes field by field.
+    #[test]
+    fn the_fixed_reply_head_is_what_the_fields_write() {
+        for order in [ByteOrder::Little, ByteOrder::Big] {
+            for status in ALL {
+                let mut fields = BytesMut::from(&[0u8; HEADER_LEN][..]);
+                let mut w = CdrWriter::with_origin(&mut fields, order, 0);
+                w.write_u32(0x0102_0304);
+                w.write_u32(status.to_u32());
+                ServiceContextList::<0>::default().encode(&mut w);
+                assert_eq!(
+                    &fixed_head(order, 0x0102_0304, status)[..],
+                    &fields[HEADER_LEN..],
+                    "{order:?} {status:?}"
+                );
+            }
+        }
     }
 
     /// As `request::tests::the_direct_request_decoding_agrees_with_the_readers`, for
