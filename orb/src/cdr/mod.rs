@@ -64,6 +64,22 @@ impl ByteOrder {
             ByteOrder::Little => 1,
         }
     }
+
+    /// `v`'s four bytes in this order.
+    pub(crate) fn u32_bytes(self, v: u32) -> [u8; 4] {
+        match self {
+            ByteOrder::Big => v.to_be_bytes(),
+            ByteOrder::Little => v.to_le_bytes(),
+        }
+    }
+
+    /// The ulong that four bytes in this order make.
+    pub(crate) fn u32_from(self, b: [u8; 4]) -> u32 {
+        match self {
+            ByteOrder::Big => u32::from_be_bytes(b),
+            ByteOrder::Little => u32::from_le_bytes(b),
+        }
+    }
 }
 
 /// Why decoding failed. Always surfaces to a caller as MARSHAL.

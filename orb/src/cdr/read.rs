@@ -19,12 +19,16 @@ macro_rules! get_prim {
             // Padding and value checked and taken at once (every header field is one of
             // these); a short input goes the long way, for the same error.
             let start = self.pos + (self.position().wrapping_neg() & ($size - 1));
-            let Some(b) = self.data.get(start..start + $size) else {
-                self.align($size)?;
-                self.take($size)?;
-                return Err(self.eof($size));
+            let b = match self.data.get(start..start + $size) {
+                Some(b) => {
+                    self.pos = start + $size;
+                    b
+                }
+                None => {
+                    self.align($size)?;
+                    self.take($size)?
+                }
             };
-            self.pos = start + $size;
             let mut a = [0u8; $size];
             a.copy_from_slice(b);
             Ok(match self.order {

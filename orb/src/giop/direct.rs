@@ -16,7 +16,7 @@ use bytes::Bytes;
 /// A frame being read directly: `msg` is the whole message (GIOP header included), whose
 /// first byte is the alignment origin.
 pub(super) struct Direct<'m> {
-    pub(super) msg: &'m Bytes,
+    msg: &'m Bytes,
     order: ByteOrder,
 }
 
@@ -39,10 +39,7 @@ impl<'m> Direct<'m> {
     #[inline]
     pub(super) fn u32_at(&self, at: usize) -> Option<u32> {
         let b: [u8; 4] = self.msg.get(at..at.checked_add(4)?)?.try_into().ok()?;
-        Some(match self.order {
-            ByteOrder::Big => u32::from_be_bytes(b),
-            ByteOrder::Little => u32::from_le_bytes(b),
-        })
+        Some(self.order.u32_from(b))
     }
 
     /// The `sequence<octet>` whose count is at `at` (aligned): its bytes' range, ending

@@ -111,13 +111,9 @@ impl Body {
     /// many octets to the end. `None` otherwise; the reader's way then says what is wrong.
     fn octets_start(&self) -> Option<usize> {
         let at = self.offset.wrapping_neg() & 3;
-        let &[a, b, c, d] = self.bytes.get(at..at + 4)? else {
-            return None;
-        };
-        let n = match self.order {
-            ByteOrder::Big => u32::from_be_bytes([a, b, c, d]),
-            ByteOrder::Little => u32::from_le_bytes([a, b, c, d]),
-        };
+        let n = self
+            .order
+            .u32_from(self.bytes.get(at..at + 4)?.try_into().ok()?);
         ((n as usize).checked_add(at + 4)? == self.bytes.len()).then_some(at + 4)
     }
 

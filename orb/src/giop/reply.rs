@@ -285,13 +285,9 @@ pub(crate) fn write_reply_in(
 /// A GIOP 1.2 reply header without service contexts, after the GIOP header (position 12,
 /// 4-aligned): request id, status, context count 0.
 fn fixed_head(order: ByteOrder, request_id: u32, status: ReplyStatus) -> [u8; 12] {
-    let u32_bytes = |v: u32| match order {
-        ByteOrder::Big => v.to_be_bytes(),
-        ByteOrder::Little => v.to_le_bytes(),
-    };
     let mut b = [0u8; 12];
-    b[..4].copy_from_slice(&u32_bytes(request_id));
-    b[4..8].copy_from_slice(&u32_bytes(status.to_u32()));
+    b[..4].copy_from_slice(&order.u32_bytes(request_id));
+    b[4..8].copy_from_slice(&order.u32_bytes(status.to_u32()));
     b
 }
 

@@ -367,10 +367,7 @@ fn fixed_head(
         return None;
     }
     let u32_at = |b: &mut [u8; FIXED_HEAD_MAX], at: usize, v: u32| {
-        b[at..at + 4].copy_from_slice(&match order {
-            ByteOrder::Big => v.to_be_bytes(),
-            ByteOrder::Little => v.to_le_bytes(),
-        });
+        b[at..at + 4].copy_from_slice(&order.u32_bytes(v));
     };
     // Index 0 is position HEADER_LEN (12) from the alignment origin: 4-aligned alike.
     u32_at(b, 0, head.request_id);
@@ -384,7 +381,7 @@ fn fixed_head(
     u32_at(b, 12, key.len() as u32);
     let mut i = 16 + key.len();
     b[16..i].copy_from_slice(key);
-    let aligned = (i + 3) & !3;
+    let aligned = align(i, 4)?;
     b[i..aligned].fill(0);
     i = aligned;
     u32_at(b, i, op.len() as u32 + 1);
@@ -392,7 +389,7 @@ fn fixed_head(
     i += 4 + op.len();
     b[i] = 0;
     i += 1;
-    let aligned = (i + 3) & !3;
+    let aligned = align(i, 4)?;
     b[i..aligned].fill(0);
     i = aligned;
     match head.deadline {

@@ -175,6 +175,12 @@ impl Until {
         }
     }
 
+    /// A deadline of now: a poll that does not wait (one clock read).
+    pub(crate) fn now() -> Self {
+        let now = Instant::now();
+        Until { deadline: now, now }
+    }
+
     /// The time left until the deadline, as of the reading.
     pub(crate) fn left(&self) -> Duration {
         self.deadline.saturating_duration_since(self.now)

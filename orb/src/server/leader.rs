@@ -163,14 +163,14 @@ impl OrbInner {
     pub(super) fn lead_keeping(
         &self,
         p: &Arc<Participant>,
-        deadline: Option<Instant>,
+        until: Option<Until>,
         held: &mut Option<Arc<Connection>>,
         replies_left: &mut usize,
     ) -> Lead<Upcall> {
         if let Some(u) = self.upcalls.take_parked() {
             return Lead::Upcall(u);
         }
-        self.lead_holding(p, deadline.map(Until::from_now), held, true, replies_left)
+        self.lead_holding(p, until, held, true, replies_left)
     }
 
     /// The leader's loop ([`Driver::lead`]); `held` is the connection whose writes it holds,

@@ -25,7 +25,7 @@
 //! driver again.
 
 use crate::connection::Connection;
-use crate::lf::{Lead, Participant};
+use crate::lf::{Lead, Participant, Until};
 use crate::orb::{Orb, OrbInner};
 use std::sync::Arc;
 use std::time::Instant;
@@ -156,7 +156,7 @@ impl OrbInner {
             }
             rounds += 1;
             // A deadline of now: the poll does not wait (timers that are due run first).
-            match self.lead_keeping(&p, Some(Instant::now()), &mut held, &mut replies_left) {
+            match self.lead_keeping(&p, Some(Until::now()), &mut held, &mut replies_left) {
                 Lead::Upcall(u) => {
                     // User code may wait for the peer: not behind our own hold.
                     self.release_writes(&mut held);
