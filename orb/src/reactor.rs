@@ -123,6 +123,10 @@ pub(crate) struct Reactor<E> {
     /// which (edge-triggered) announces them no more. Written by the poll's holder.
     full: AtomicBool,
     alarm: Alarm,
+    /// An event loop outside the ORB watches the poll set's fd ([`event_fd`](Self::event_fd)
+    /// was asked for): only then does work left on the ready list need the waker's event
+    /// ([`wake_watcher`](Self::wake_watcher)); the ORB's own threads look at the list first.
+    watched: AtomicBool,
 }
 
 /// A timerfd registered in both poll sets, armed for the nearest timer (see the module docs).
@@ -261,6 +265,7 @@ impl<E: Clone> Reactor<E> {
             standby,
             full: AtomicBool::new(false),
             alarm,
+            watched: AtomicBool::new(false),
         })
     }
 
@@ -333,9 +338,28 @@ impl<E: Clone> Reactor<E> {
     /// The poll set's file descriptor: readable while it holds events (an epoll fd is), so
     /// an event loop outside the ORB can wait for it (`Orb::event_fd`). A duplicate of the
     /// poll's own, held by the registry.
+    /// The first call marks the poll set watched and wakes it once, so that work left on the
+    /// ready list before (unannounced then: nobody watched) is announced to the new watcher.
     pub(crate) fn event_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         use std::os::fd::AsFd;
+        // Sequentially consistent, paired with `wake_watcher`: a leader that put work on the
+        // ready list and then saw no watcher did so before this store, so the wake-up below
+        // comes after that work.
+        if !self.watched.load(Ordering::Relaxed) && !self.watched.swap(true, Ordering::SeqCst) {
+            self.wake();
+        }
         self.registry.as_fd()
+    }
+
+    /// Announces work left on the ready list to a watcher of [`event_fd`](Self::event_fd),
+    /// if there is one: a driver waiting for the fd to call `Orb::turn`. Without one, the
+    /// ORB's next leader takes the list before it polls, and the wake-up (an `eventfd`
+    /// write per request when a pool thread leaves a read's other requests for the next
+    /// thread: `tput` on the server) would be a system call for nobody.
+    pub(crate) fn wake_watcher(&self) {
+        if self.watched.load(Ordering::SeqCst) {
+            self.wake();
+        }
     }
 
     /// Whether entries wait on the ready list.
@@ -667,6 +691,36 @@ mod tests {
             start.elapsed() < Duration::from_secs(5),
             "the wake-up was lost"
         );
+    }
+
+    /// Whether the poll set's fd is readable now, as a watcher outside the ORB sees it.
+    fn event_fd_readable<E>(r: &Reactor<E>) -> bool {
+        use rustix::event::{poll, PollFd, PollFlags};
+        let zero = rustix::time::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        let mut fds = [PollFd::new(&r.registry, PollFlags::IN)];
+        poll(&mut fds, Some(&zero)).unwrap() == 1
+    }
+
+    /// Work left on the ready list is announced on the event fd only once someone watches
+    /// it: before that the wake-up is a system call for nobody. The first watcher is woken
+    /// once, for whatever was left before it came.
+    #[test]
+    fn work_left_is_announced_only_to_a_watcher_of_the_event_fd() {
+        let r: Reactor<u32> = Reactor::new().unwrap();
+        r.wake_watcher();
+        assert!(!event_fd_readable(&r), "woken with nobody watching");
+        // Work left before the watcher came: its first look at the fd finds an event.
+        let _fd = r.event_fd();
+        assert!(event_fd_readable(&r), "the new watcher was not woken");
+        r.poll(Some(Duration::ZERO), |_| {}).unwrap();
+        assert!(!event_fd_readable(&r));
+        let _again = r.event_fd();
+        assert!(!event_fd_readable(&r), "only the first watcher is woken");
+        r.wake_watcher();
+        assert!(event_fd_readable(&r), "a watcher was not told of work left");
     }
 
     /// The alarm wakes a poll without a timeout and the standby's wait, armed or not, and

@@ -208,6 +208,12 @@ pub(crate) trait Driver {
     }
     /// Interrupts the leader's wait in the reactor.
     fn wake_leader(&self);
+    /// Announces work left for the next leader with nobody promoted to take it
+    /// (`Wake::EventLoop`) to whoever waits on the event loop from outside the pool (a
+    /// driver of `Orb::turn`). By default the leader's wake-up, which such a waiter sees.
+    fn wake_event_loop(&self) {
+        self.wake_leader();
+    }
     /// Whether an idle pool thread may wait as the *standby* (see [`Lf`]): in the reactor's
     /// second poll set rather than on a condition variable.
     fn supports_standby(&self) -> bool {
@@ -308,9 +314,9 @@ enum Wake {
     Nobody,
     Follower(Arc<Participant>),
     Standby,
-    /// Nobody to promote, but work waits that no readiness event will announce: the event
-    /// loop's own wake-up announces it, to whoever polls next (a driver of `Orb::turn`
-    /// waiting on the event loop's fd, or the next thread to lead).
+    /// Nobody to promote, but work waits that no readiness event will announce: the next
+    /// thread to lead takes it before it polls, and a driver of `Orb::turn` waiting on the
+    /// event loop's fd hears of it from the event loop's own wake-up.
     EventLoop,
 }
 
@@ -378,7 +384,7 @@ fn notify<D: Driver>(w: Wake, driver: &D) {
         Wake::Nobody => {}
         Wake::Follower(p) => p.cv.notify_one(),
         Wake::Standby => driver.wake_standby(),
-        Wake::EventLoop => driver.wake_leader(),
+        Wake::EventLoop => driver.wake_event_loop(),
     }
 }
 

@@ -83,6 +83,10 @@ impl Driver for OrbInner {
         self.reactor.wake();
     }
 
+    fn wake_event_loop(&self) {
+        self.reactor.wake_watcher();
+    }
+
     fn supports_standby(&self) -> bool {
         true
     }
