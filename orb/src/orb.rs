@@ -225,6 +225,29 @@ impl OrbBuilder {
         self
     }
 
+    /// How long replies to requests that arrived together may be held back so that they
+    /// go out together (default 50 µs; zero: never held).
+    ///
+    /// When one read from a connection brings several requests, each is dispatched to the
+    /// pool as usual, but their replies queue and are written in one system call (`writev`)
+    /// rather than one each: on the benchmarks' 2-vCPU VM this took the server of `tput 32`
+    /// over one connection from 9.7 to 5.1 µs of CPU per call. The replies go out when the
+    /// last request of the read is dispatched (before its upcall runs), before the connection
+    /// is read again, when a thread sending on the connection must wait (a nested call
+    /// through it, a full queue), or, if `hold` has passed since the first of them was
+    /// dispatched, when the next is.
+    ///
+    /// The price: a reply can wait behind one more upcall of its read, if that upcall runs
+    /// long right after short ones and no other pool thread is free to dispatch the rest
+    /// of the read (with one pool thread, or all of them in upcalls). A request that comes
+    /// alone, as in a call-at-a-time client, is never held. Use zero where no reply may wait
+    /// for another request's upcall.
+    #[must_use]
+    pub fn reply_batch_hold(mut self, hold: Duration) -> Self {
+        self.config.reply_batch_hold = hold;
+        self
+    }
+
     /// Soft bound of one connection's outgoing queue, in bytes (default 4 MiB; each queued
     /// buffer is charged 64 bytes more for the memory it holds).
     ///

@@ -24,6 +24,7 @@ pub(crate) struct Stats {
     pub(crate) read_buffer_bytes: AtomicUsize,
     pub(crate) read_buffer_peak: AtomicUsize,
     pub(crate) bytes_sent: AtomicU64,
+    pub(crate) socket_writes: AtomicU64,
     pub(crate) bytes_received: AtomicU64,
     pub(crate) accept_errors: AtomicU64,
     pub(crate) connections_refused: AtomicU64,
@@ -79,6 +80,9 @@ pub struct OrbStats {
     pub read_buffer_peak: usize,
     /// Bytes written to sockets.
     pub bytes_sent: u64,
+    /// System calls that wrote to a socket (each a `writev` of one or more messages):
+    /// `bytes_sent / socket_writes` is the mean batch.
+    pub socket_writes: u64,
     /// Bytes read from sockets.
     pub bytes_received: u64,
     /// Failed `accept` calls (out of file descriptors, say); the ORB retries after a short
@@ -133,6 +137,7 @@ impl Stats {
             read_buffer_bytes: self.read_buffer_bytes.load(Ordering::Relaxed),
             read_buffer_peak: self.read_buffer_peak.load(Ordering::Relaxed),
             bytes_sent: r(&self.bytes_sent),
+            socket_writes: r(&self.socket_writes),
             bytes_received: r(&self.bytes_received),
             accept_errors: r(&self.accept_errors),
             connections_refused: r(&self.connections_refused),

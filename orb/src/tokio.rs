@@ -173,7 +173,7 @@ struct Driver {
     /// Whatever was ready before the fd was registered is turned first.
     first: bool,
     /// The connection whose writes the last turn kept held for the tasks it woke
-    /// (`Connection::keep_for_driver`): their requests queue there and go out together, in
+    /// (`Connection::keep_hold`): their requests queue there and go out together, in
     /// one `writev`, when this driver is polled next (it wakes itself for that), instead of
     /// one system call each.
     held: Option<Arc<crate::connection::Connection>>,
@@ -204,7 +204,7 @@ impl Driver {
     /// a sender that had to wait ended it already).
     fn end_hold(&mut self) {
         if let Some(c) = self.held.take() {
-            self.orb.inner.end_driver_hold(&c);
+            self.orb.inner.end_kept_hold(&c);
         }
     }
 
@@ -245,7 +245,7 @@ impl Driver {
                     // (callgrind, `lat-async`).
                     orb.inner.release_writes(&mut Some(c));
                 } else {
-                    c.keep_for_driver();
+                    c.keep_hold();
                     self.held = Some(c);
                 }
             }

@@ -327,37 +327,39 @@ impl OrbInner {
         parts: [Bytes; 2],
         deadline: impl FnOnce() -> Instant,
     ) -> Result<(), SystemException> {
-        // This sender may wait next (for its reply, or below for room): not behind a
-        // driver's hold, which only the driver's next poll would end.
-        self.end_driver_hold(conn);
+        // This sender may wait next (for its reply, or below for room): not behind a kept
+        // hold (a driver's, which only the driver's next poll would end, or a batch's).
+        self.end_kept_hold(conn);
         if conn.queued_bytes() > self.config.max_queued_bytes {
             self.wait_drain(conn, deadline())?;
         }
         self.send_now(conn, parts)
     }
 
-    /// [`send_or_wait`](Self::send_or_wait) for an asynchronous call's request, which waits
-    /// for nothing once queued: it may queue behind an event-loop driver's hold
-    /// (`Connection::keep_for_driver`), to go out with the other requests of the tasks the
-    /// driver's turn woke, unless the queue is over its bound (then it ends the hold, so
-    /// that the queue can drain while this thread waits).
-    pub(crate) fn send_or_wait_async(
+    /// [`send_or_wait`](Self::send_or_wait) for a message whose sender waits for nothing
+    /// once it is queued: an asynchronous call's request, which may queue behind an
+    /// event-loop driver's hold (`Connection::keep_hold`) to go out with the other requests
+    /// of the tasks the driver's turn woke; an upcall's reply, which may queue behind the
+    /// hold for the replies to one read's requests (`Connection::hold_for_batch`). Unless
+    /// the queue is over its bound: then it ends the hold, so that the queue can drain while
+    /// this thread waits.
+    pub(crate) fn send_or_wait_queued(
         &self,
         conn: &Arc<Connection>,
         parts: [Bytes; 2],
         deadline: impl FnOnce() -> Instant,
     ) -> Result<(), SystemException> {
         if conn.queued_bytes() > self.config.max_queued_bytes {
-            self.end_driver_hold(conn);
+            self.end_kept_hold(conn);
             self.wait_drain(conn, deadline())?;
         }
         self.send_now(conn, parts)
     }
 
-    /// Ends an event-loop driver's hold of `conn`'s writes, if one is kept, sending what
-    /// queued behind it.
-    pub(crate) fn end_driver_hold(&self, conn: &Arc<Connection>) {
-        if let Some(r) = conn.end_driver_hold(&self.stats, &self.reactor) {
+    /// Ends a kept hold of `conn`'s writes (an event-loop driver's, or one for a batch of
+    /// replies), if one is kept, sending what queued behind it.
+    pub(crate) fn end_kept_hold(&self, conn: &Arc<Connection>) {
+        if let Some(r) = conn.end_kept_hold(&self.stats, &self.reactor) {
             self.after_write(conn, r);
         }
     }

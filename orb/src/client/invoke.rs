@@ -509,7 +509,7 @@ impl OrbInner {
             }
         }
         let sent = if task {
-            self.send_or_wait_async(&conn, parts, || deadline)
+            self.send_or_wait_queued(&conn, parts, || deadline)
         } else {
             self.send_or_wait(&conn, parts, || deadline)
         };

@@ -154,10 +154,11 @@ pub(crate) struct Connection<S = Stream> {
     /// The leader stopped reading because the outgoing queue is over its bound (the peer
     /// does not read what we send); `after_write` resumes it.
     pub(crate) write_block: WriteBlock,
-    /// The writer role (`WriteState::writing`) is held for an event-loop driver across the
-    /// tasks its turn woke (see `keep_for_driver`): whoever takes
-    /// this flag gives the role back.
-    driver_held: AtomicBool,
+    /// The writer role (`WriteState::writing`) is held past the thread that took it: for
+    /// an event-loop driver across the tasks its turn woke (see `keep_hold`), or for the
+    /// replies to the requests of one read (see `hold_for_batch`). Whoever takes this flag
+    /// gives the role back.
+    hold_kept: AtomicBool,
     closed: AtomicBool,
     /// Why it closed, in words (an I/O error, a failed TLS handshake), once it has: for a
     /// caller that comes to wait on it after the close.
@@ -207,7 +208,7 @@ impl<S> Connection<S> {
             bidir_announced: AtomicBool::new(false),
             dispatch: DispatchGate::new(),
             write_block: WriteBlock::new(),
-            driver_held: AtomicBool::new(false),
+            hold_kept: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             close_reason: std::sync::OnceLock::new(),
             accounted: AtomicUsize::new(0),

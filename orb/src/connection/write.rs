@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
+use std::time::{Duration, Instant};
 
 /// Most buffers handed to one `writev`.
 const MAX_IOV: usize = 32;
@@ -143,6 +144,9 @@ pub(crate) struct WriteState {
     pub(super) closed: bool,
     /// The writer's batch storage, kept between writes (no allocation per write).
     spare: Vec<Bytes>,
+    /// When the writer role was taken for a batch of replies
+    /// ([`Connection::hold_for_batch`]); `None` when it was not.
+    batch_since: Option<Instant>,
     /// Someone waits for the queue to fall under its bound (the leader, which stopped
     /// reading the connection, or a sender): the writer that empties the queue raises a
     /// writable event, so that the leader's flush (`after_write`) sees it.
@@ -230,6 +234,7 @@ impl<S: Io> Connection<S> {
                 }
             };
             stats.bytes_sent.fetch_add(n as u64, Ordering::Relaxed);
+            stats.socket_writes.fetch_add(1, Ordering::Relaxed);
             if w.closed {
                 w.writing = false;
                 return Ok(());
@@ -292,8 +297,8 @@ impl<S: Io> Connection<S> {
     /// frame queued behind that write (the CloseConnection) would be dropped by the close.
     /// What the socket does not take now is lost with the close.
     pub(crate) fn flush_before_close(&self, stats: &Stats, reactor: &impl WriteInterest<S>) {
-        // A driver's hold would keep `writing` set below until its next poll.
-        let _ = self.end_driver_hold(stats, reactor);
+        // A kept hold (a driver's, a batch's) would keep `writing` set below.
+        let _ = self.end_kept_hold(stats, reactor);
         for _ in 0..100_000 {
             let w = lock(&self.write);
             if w.closed || w.queue.is_empty() {
@@ -322,28 +327,61 @@ impl<S: Io> Connection<S> {
         true
     }
 
+    /// Takes the writer role and keeps it past this thread (as [`keep_hold`](Self::keep_hold)
+    /// does) for the replies to the requests of one read: the leader, dispatching one of
+    /// several requests it read at once, lets their replies queue and go out in one
+    /// `writev` instead of one system call each (`tput` on the server, PROFILE.md
+    /// 2026-11-26 afternoon). True if a hold is kept now (taken, or kept already); false if
+    /// another thread writes, the socket is full or the connection closed.
+    pub(crate) fn hold_for_batch(&self, now: Instant) -> bool {
+        if self.hold_kept.load(Ordering::Acquire) {
+            return true;
+        }
+        let mut w = lock(&self.write);
+        if w.writing || w.writable_interest || w.closed {
+            return false;
+        }
+        w.writing = true;
+        w.batch_since = Some(now);
+        self.hold_kept.store(true, Ordering::Release);
+        true
+    }
+
+    /// Whether a hold is kept past the thread that took it (a driver's or a batch's).
+    pub(crate) fn hold_is_kept(&self) -> bool {
+        self.hold_kept.load(Ordering::Acquire)
+    }
+
+    /// Whether a hold kept for a batch ([`hold_for_batch`](Self::hold_for_batch)) was taken
+    /// more than `max_age` before `now`: the replies queued behind it have waited long enough.
+    pub(crate) fn batch_hold_older_than(&self, max_age: Duration, now: Instant) -> bool {
+        self.hold_kept.load(Ordering::Acquire)
+            && lock(&self.write)
+                .batch_since
+                .is_some_and(|t| now.saturating_duration_since(t) > max_age)
+    }
+
     /// Keeps the role taken by [`hold_writes`](Self::hold_writes) past the turn that took it,
     /// for an event-loop driver (`protorb::tokio`): the replies the turn handed out wake
     /// tasks that run only after it, on the driver's thread, and each sends its next
     /// request at once; held, those requests go out in one `writev` when the driver is
-    /// polled next ([`end_driver_hold`](Self::end_driver_hold)) instead of one system call
+    /// polled next ([`end_kept_hold`](Self::end_kept_hold)) instead of one system call
     /// each. Anyone who must not wait behind the hold (a sender about to wait for its reply
     /// or for room in the queue, a close) ends it first.
     #[cfg(feature = "tokio")]
-    pub(crate) fn keep_for_driver(&self) {
-        self.driver_held.store(true, Ordering::Release);
+    pub(crate) fn keep_hold(&self) {
+        self.hold_kept.store(true, Ordering::Release);
     }
 
-    /// Ends a hold kept by `keep_for_driver`, writing what was
+    /// Ends a hold kept by `keep_hold` or `hold_for_batch`, writing what was
     /// queued behind it; `None` if there was none (or another thread ended it first).
-    pub(crate) fn end_driver_hold(
+    pub(crate) fn end_kept_hold(
         &self,
         stats: &Stats,
         reactor: &impl WriteInterest<S>,
     ) -> Option<io::Result<Flush>> {
         // The plain load first: on every blocking send, where a hold is rare.
-        if !self.driver_held.load(Ordering::Acquire)
-            || !self.driver_held.swap(false, Ordering::AcqRel)
+        if !self.hold_kept.load(Ordering::Acquire) || !self.hold_kept.swap(false, Ordering::AcqRel)
         {
             return None;
         }
@@ -358,6 +396,7 @@ impl<S: Io> Connection<S> {
         reactor: &impl WriteInterest<S>,
     ) -> io::Result<Flush> {
         let mut w = lock(&self.write);
+        w.batch_since = None;
         if w.closed || (w.queue.is_empty() && !self.io.wants_write_call()) {
             w.writing = false;
             return Ok(Flush::Done);
@@ -390,6 +429,7 @@ impl<S: Io> Connection<S> {
             stats
                 .bytes_sent
                 .fetch_add(written as u64, Ordering::Relaxed);
+            stats.socket_writes.fetch_add(1, Ordering::Relaxed);
             if w.closed {
                 break Ok(None); // the queue was cleared
             }

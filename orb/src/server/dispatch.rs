@@ -266,7 +266,9 @@ impl OrbInner {
     ) {
         let parts = self.reply_parts_with(version, request_id, body, metadata);
         let timeout = self.config.call_timeout;
-        if let Err(e) = self.send_or_wait(conn, parts, || Instant::now() + timeout) {
+        // Queued behind a hold for the batch this request came in, if one is kept: this
+        // thread waits for nothing once the reply is queued.
+        if let Err(e) = self.send_or_wait_queued(conn, parts, || Instant::now() + timeout) {
             if e.kind == SystemExceptionKind::TIMEOUT {
                 // The peer does not read its replies: give up on it.
                 self.close_connection(conn, CloseCause::Io("peer stopped reading".into()));

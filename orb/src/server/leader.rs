@@ -157,7 +157,7 @@ impl Driver for OrbInner {
 
 impl OrbInner {
     /// [`Driver::lead`] for a turn of an event-loop driver that keeps the writes it holds
-    /// past the turn (`protorb::tokio`; see `Connection::keep_for_driver`): the replies
+    /// past the turn (`protorb::tokio`; see `Connection::keep_hold`): the replies
     /// it hands out wake tasks that run after the turn, and their requests queue in `held`
     /// until the driver ends the hold. `held` carries over from one call to the next.
     ///
@@ -196,9 +196,12 @@ impl OrbInner {
         let mut first = None;
         loop {
             while let Some(conn) = first.take().or_else(|| self.reactor.pop_ready()) {
-                let Some(frame) = self.service(&conn, held, keep) else {
+                let Some((frame, buffered)) = self.service(&conn, held, keep) else {
                     continue;
                 };
+                if !keep && matches!(frame.message, Message::Request(_)) {
+                    self.hold_for_batch(&conn, buffered);
+                }
                 let holding = held.as_ref().is_some_and(|h| Arc::ptr_eq(h, &conn));
                 // Holding writes batches the requests of the callers this leader wakes; for
                 // the leader's own reply (it leaves right after) it would only cost locks.
@@ -263,6 +266,28 @@ impl OrbInner {
         }
     }
 
+    /// Before a request is dispatched: while more requests of the same read wait in
+    /// `conn`'s buffer (`buffered`), their replies are held and go out together
+    /// (`Connection::hold_for_batch`), in one `writev` instead of one each. The hold ends,
+    /// writing what queued behind it, when the last of them is dispatched (before its
+    /// upcall runs), when it is older than `reply_batch_hold` at the next dispatch, before
+    /// the connection's socket is read again, or when anyone sending on the connection must
+    /// wait (a nested call, a full queue). So a reply waits at most for the next dispatch of
+    /// the same read: behind one upcall that runs long after short ones, on a pool whose
+    /// threads are all in upcalls (`OrbBuilder::reply_batch_hold`).
+    fn hold_for_batch(&self, conn: &Arc<Connection>, buffered: bool) {
+        let hold = self.config.reply_batch_hold;
+        if !buffered || hold.is_zero() {
+            self.end_kept_hold(conn);
+            return;
+        }
+        let now = Instant::now();
+        if conn.batch_hold_older_than(hold, now) {
+            self.end_kept_hold(conn);
+        }
+        conn.hold_for_batch(now);
+    }
+
     /// Gives back the writer role taken in [`lead_holding`](Self::lead_holding), sending what
     /// the woken callers queued meanwhile.
     pub(crate) fn release_writes(&self, held: &mut Option<Arc<Connection>>) {
@@ -306,8 +331,13 @@ impl OrbInner {
         conn: &Arc<Connection>,
         held: &mut Option<Arc<Connection>>,
         keep: bool,
-    ) -> Option<Frame> {
-        if conn.is_closed() || conn.dispatch.is_paused() {
+    ) -> Option<(Frame, bool)> {
+        if conn.is_closed() {
+            return None;
+        }
+        if conn.dispatch.is_paused() {
+            // Its other requests wait for a running upcall: their replies are not held.
+            self.end_kept_hold(conn);
             return None;
         }
         if conn.is_handshaking() && !self.finish_connect(conn) {
@@ -315,6 +345,10 @@ impl OrbInner {
             return None;
         }
         let max = self.config.max_queued_bytes;
+        if conn.queued_bytes() > max {
+            // A held queue drains only once the hold ends.
+            self.end_kept_hold(conn);
+        }
         if conn.queued_bytes() > max && conn.watch_drain(max) {
             // The peer does not read what we send: stop reading what it sends (its next
             // requests wait in its socket) until a flush brings the queue under its bound
@@ -327,9 +361,12 @@ impl OrbInner {
         let mut frame = rs.poll_frame();
         let mut eof = false;
         if frame.is_none() && rs.maybe_readable() {
-            if held.is_some() && !keep {
+            if !keep && (held.is_some() || conn.hold_is_kept()) {
+                // The replies held for the last read's requests go out before the next
+                // read (see `hold_for_batch`).
                 drop(rs);
                 self.release_writes(held);
+                self.end_kept_hold(conn);
                 rs = conn.read_state();
             }
             let read = conn.read_available(&mut rs, &self.stats);
@@ -366,7 +403,8 @@ impl OrbInner {
             frame = rs.poll_frame();
         }
         conn.account_buffered(rs.buffered(), &self.stats);
-        let more = rs.has_frames() || rs.maybe_readable();
+        let buffered = rs.has_frames();
+        let more = buffered || rs.maybe_readable();
         drop(rs);
         if conn.stream().wants_write_call() {
             // Reading made TLS records (an alert, a key update, session tickets) that the
@@ -384,7 +422,7 @@ impl OrbInner {
         } else if more {
             self.reactor.push_ready(conn.clone());
         }
-        frame
+        frame.map(|f| (f, buffered))
     }
 
     fn handle_frame(&self, conn: &Arc<Connection>, frame: Frame, p: &Arc<Participant>) -> Handled {

@@ -137,8 +137,8 @@ impl OrbInner {
     /// A turn that keeps the writes it holds for the tasks it woke: returns the connection
     /// whose replies it handed out, if it could hold its writes, still held. The caller
     /// releases it ([`release_writes`](Self::release_writes)), or keeps it for a driver
-    /// (`Connection::keep_for_driver`) until the driver's next poll, when those tasks
-    /// have sent their next requests ([`OrbInner::end_driver_hold`]).
+    /// (`Connection::keep_hold`) until the driver's next poll, when those tasks
+    /// have sent their next requests ([`OrbInner::end_kept_hold`]).
     pub(crate) fn turn_keeping(&self) -> (Turn, Option<Arc<Connection>>) {
         let p = Participant::for_turn();
         let mut held = None;
