@@ -226,22 +226,26 @@ impl OrbBuilder {
     }
 
     /// How long replies to requests that arrived together may be held back so that they
-    /// go out together (default 50 µs; zero: never held).
+    /// go out together (default zero: never held).
     ///
-    /// When one read from a connection brings several requests, each is dispatched to the
-    /// pool as usual, but their replies queue and are written in one system call (`writev`)
-    /// rather than one each: on the benchmarks' 2-vCPU VM this took the server of `tput 32`
-    /// over one connection from 9.7 to 5.1 µs of CPU per call. The replies go out when the
-    /// last request of the read is dispatched (before its upcall runs), before the connection
-    /// is read again, when a thread sending on the connection must wait (a nested call
-    /// through it, a full queue), or, if `hold` has passed since the first of them was
-    /// dispatched, when the next is.
+    /// With a hold, when one read from a connection brings several requests, each is still
+    /// dispatched to the pool as usual, but their replies queue and are written in one
+    /// system call (`writev`) rather than one each. They go out when the last request of the
+    /// read is dispatched (before its upcall runs), before the connection is read again,
+    /// when a thread sending on the connection must wait (a nested call through it, a full
+    /// queue), or, once `hold` has passed since the first of them was dispatched, when the
+    /// next is. A request that comes alone, as from a call-at-a-time client, is never held.
     ///
-    /// The price: a reply can wait behind one more upcall of its read, if that upcall runs
-    /// long right after short ones and no other pool thread is free to dispatch the rest
-    /// of the read (with one pool thread, or all of them in upcalls). A request that comes
-    /// alone, as in a call-at-a-time client, is never held. Use zero where no reply may wait
-    /// for another request's upcall.
+    /// It pays where the server's CPU is the bottleneck and costs where the client's is:
+    /// measured on the benchmarks' 2-vCPU VM with 50 µs, `tput-async 1000` (one client
+    /// thread, 1,000 calls in flight over one connection) went from about 245k to 320-364k
+    /// calls/s, and the server of `tput 32` from 9.7 to 5.1 µs of CPU per call; but `tput
+    /// 32` with server and client on separate CPUs fell by about 14%, the replies reaching
+    /// the client in later bursts (examples/bench/PROFILE.md, 2026-11-26 afternoon).
+    ///
+    /// The price in latency: a reply can also wait behind one more upcall of its read, if
+    /// that upcall runs long right after short ones and no other pool thread is free to
+    /// dispatch the rest of the read (with one pool thread, or all of them in upcalls).
     #[must_use]
     pub fn reply_batch_hold(mut self, hold: Duration) -> Self {
         self.config.reply_batch_hold = hold;
