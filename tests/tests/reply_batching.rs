@@ -1,6 +1,7 @@
-//! Replies to requests that arrive in one read go out together (the server's hold for a
-//! batch, `OrbInner::hold_for_batch`), and no reply is held behind an upcall that blocks
-//! while another pool thread can dispatch the rest of the batch.
+//! With `OrbBuilder::reply_batch_hold` set, replies to requests that arrive in one read go
+//! out together (the server's hold for a batch, `OrbInner::hold_for_batch`), and no reply is
+//! held behind an upcall that blocks while another pool thread can dispatch the rest of the
+//! batch; by default each reply is written as it is made.
 //!
 //! A raw TCP client writes several GIOP 1.2 requests in one `write`, so the server reads
 //! them at once, then reads the replies. Nothing here depends on timing: a reply that was
@@ -73,19 +74,25 @@ impl Node for GateServant {
 }
 
 /// A server ORB with `threads` pool threads serving a `Gate` under key `gate`. Its replies
-/// to one read's requests may be held for a minute: on a loaded machine a pool thread can be
-/// descheduled between two dispatches for longer than the default 50 µs, and the counts
-/// below must not depend on that.
-fn server(threads: usize) -> (protorb::Orb, Arc<Gate>) {
-    let orb = protorb::Orb::builder()
+/// to one read's requests may be held for a minute (a loaded machine can deschedule a pool
+/// thread between two dispatches for longer than any hold one would configure, and the
+/// counts below must not depend on that), or, with `hold` false, not at all (the default).
+fn server_with(threads: usize, hold: bool) -> (protorb::Orb, Arc<Gate>) {
+    let mut b = protorb::Orb::builder()
         .listen(("127.0.0.1", 0))
-        .threads(threads)
-        .reply_batch_hold(Duration::from_secs(60))
-        .build()
-        .unwrap();
+        .threads(threads);
+    if hold {
+        b = b.reply_batch_hold(Duration::from_secs(60));
+    }
+    let orb = b.build().unwrap();
     let gate = Arc::new(Gate::default());
     orb.activate(&b"gate"[..], NodeSkeleton::new(GateServant(gate.clone())));
     (orb, gate)
+}
+
+/// [`server_with`] holding replies.
+fn server(threads: usize) -> (protorb::Orb, Arc<Gate>) {
+    server_with(threads, true)
 }
 
 /// A GIOP 1.2 two-way `Ping` request to `gate` with request id and depth `id`.
@@ -174,6 +181,24 @@ fn replies_to_one_read_go_out_together() {
         writes <= 8,
         "{writes} writes for 16 replies read together: not batched"
     );
+    orb.shutdown();
+}
+
+/// By default nothing is held: a one-thread server writes each of the sixteen replies as
+/// its upcall ends.
+#[test]
+fn by_default_each_reply_is_written_as_it_is_made() {
+    let (orb, _gate) = server_with(1, false);
+    let mut s = TcpStream::connect(orb.listen_addrs()[0]).unwrap();
+    send_together(&mut s, &[ping(100, false)]);
+    assert_eq!(read_reply(&mut s), 100);
+    let before = orb.stats().socket_writes;
+    let ids: Vec<u32> = (1..=16).collect();
+    let batch: Vec<Bytes> = ids.iter().map(|&i| ping(i, false)).collect();
+    send_together(&mut s, &batch);
+    let got: Vec<u32> = ids.iter().map(|_| read_reply(&mut s)).collect();
+    assert_eq!(got, ids);
+    assert_eq!(orb.stats().socket_writes - before, 16);
     orb.shutdown();
 }
 

@@ -266,9 +266,16 @@ impl OrbInner {
     ) {
         let parts = self.reply_parts_with(version, request_id, body, metadata);
         let timeout = self.config.call_timeout;
-        // Queued behind a hold for the batch this request came in, if one is kept: this
-        // thread waits for nothing once the reply is queued.
-        if let Err(e) = self.send_or_wait_queued(conn, parts, || Instant::now() + timeout) {
+        let deadline = || Instant::now() + timeout;
+        let sent = if self.config.reply_batch_hold.is_zero() {
+            // Not behind anyone's kept hold (a driver's lasts until its next poll).
+            self.send_or_wait(conn, parts, deadline)
+        } else {
+            // Queued behind the hold for the batch this request came in, if one is kept:
+            // this thread waits for nothing once the reply is queued.
+            self.send_or_wait_queued(conn, parts, deadline)
+        };
+        if let Err(e) = sent {
             if e.kind == SystemExceptionKind::TIMEOUT {
                 // The peer does not read its replies: give up on it.
                 self.close_connection(conn, CloseCause::Io("peer stopped reading".into()));

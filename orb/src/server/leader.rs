@@ -277,7 +277,10 @@ impl OrbInner {
     /// threads are all in upcalls (`OrbBuilder::reply_batch_hold`).
     fn hold_for_batch(&self, conn: &Arc<Connection>, buffered: bool) {
         let hold = self.config.reply_batch_hold;
-        if !buffered || hold.is_zero() {
+        if hold.is_zero() {
+            return;
+        }
+        if !buffered {
             self.end_kept_hold(conn);
             return;
         }
@@ -335,9 +338,13 @@ impl OrbInner {
         if conn.is_closed() {
             return None;
         }
+        // Reply batching on (`reply_batch_hold`): the holds below are this leader's to end.
+        let batching = !self.config.reply_batch_hold.is_zero();
         if conn.dispatch.is_paused() {
-            // Its other requests wait for a running upcall: their replies are not held.
-            self.end_kept_hold(conn);
+            if batching {
+                // Its other requests wait for a running upcall: their replies are not held.
+                self.end_kept_hold(conn);
+            }
             return None;
         }
         if conn.is_handshaking() && !self.finish_connect(conn) {
@@ -345,7 +352,7 @@ impl OrbInner {
             return None;
         }
         let max = self.config.max_queued_bytes;
-        if conn.queued_bytes() > max {
+        if batching && conn.queued_bytes() > max {
             // A held queue drains only once the hold ends.
             self.end_kept_hold(conn);
         }
@@ -361,12 +368,14 @@ impl OrbInner {
         let mut frame = rs.poll_frame();
         let mut eof = false;
         if frame.is_none() && rs.maybe_readable() {
-            if !keep && (held.is_some() || conn.hold_is_kept()) {
+            if !keep && (held.is_some() || (batching && conn.hold_is_kept())) {
                 // The replies held for the last read's requests go out before the next
                 // read (see `hold_for_batch`).
                 drop(rs);
                 self.release_writes(held);
-                self.end_kept_hold(conn);
+                if batching {
+                    self.end_kept_hold(conn);
+                }
                 rs = conn.read_state();
             }
             let read = conn.read_available(&mut rs, &self.stats);
