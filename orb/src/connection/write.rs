@@ -327,7 +327,7 @@ impl<S: Io> Connection<S> {
         true
     }
 
-    /// Takes the writer role and keeps it past this thread (as [`keep_hold`](Self::keep_hold)
+    /// Takes the writer role and keeps it past this thread (as `keep_hold`
     /// does) for the replies to the requests of one read: the leader, dispatching one of
     /// several requests it read at once, lets their replies queue and go out in one
     /// `writev` instead of one system call each (`tput` on the server, PROFILE.md
