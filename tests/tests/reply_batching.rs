@@ -10,7 +10,9 @@
 
 use bytes::{Bytes, BytesMut};
 use orb_tests::orbtest::{Node, NodeSkeleton, PingReply, PingRequest};
-use protorb::giop::{write_request, RequestHeader, ServiceContextList, TargetAddress, Version};
+use protorb::giop::{
+    write_locate_request, write_request, RequestHeader, ServiceContextList, TargetAddress, Version,
+};
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -199,6 +201,46 @@ fn by_default_each_reply_is_written_as_it_is_made() {
     let got: Vec<u32> = ids.iter().map(|_| read_reply(&mut s)).collect();
     assert_eq!(got, ids);
     assert_eq!(orb.stats().socket_writes - before, 16);
+    orb.shutdown();
+}
+
+/// Reads one GIOP message whatever it is: its type.
+fn read_any(s: &mut TcpStream) -> u8 {
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut hdr = [0u8; 12];
+    s.read_exact(&mut hdr)
+        .expect("a message (none came: held with no read to end the hold?)");
+    let a: [u8; 4] = hdr[8..12].try_into().unwrap();
+    let size = if hdr[6] & 1 == 1 {
+        u32::from_le_bytes(a)
+    } else {
+        u32::from_be_bytes(a)
+    };
+    let mut rest = vec![0u8; size as usize];
+    s.read_exact(&mut rest).unwrap();
+    hdr[7]
+}
+
+/// A read whose last frame is not a Request (here a LocateRequest, which the leader answers
+/// itself) still ends the hold: the reply to the request before it is not left waiting for
+/// a read of the connection that never comes.
+#[test]
+fn a_read_ending_in_another_message_ends_the_hold() {
+    let (orb, _gate) = server(1);
+    let mut s = TcpStream::connect(orb.listen_addrs()[0]).unwrap();
+    send_together(&mut s, &[ping(100, false)]);
+    assert_eq!(read_reply(&mut s), 100);
+    let mut locate = BytesMut::new();
+    write_locate_request(
+        &mut locate,
+        Version::V1_2,
+        2,
+        &TargetAddress::Key(Bytes::from_static(b"gate")),
+    );
+    send_together(&mut s, &[ping(1, false), locate.freeze()]);
+    let mut types = [read_any(&mut s), read_any(&mut s)];
+    types.sort_unstable();
+    assert_eq!(types, [1, 4], "a Reply and a LocateReply");
     orb.shutdown();
 }
 

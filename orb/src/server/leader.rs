@@ -199,8 +199,9 @@ impl OrbInner {
                 let Some((frame, buffered)) = self.service(&conn, held, keep) else {
                     continue;
                 };
-                if !keep && matches!(frame.message, Message::Request(_)) {
-                    self.hold_for_batch(&conn, buffered);
+                if !keep {
+                    let request = matches!(frame.message, Message::Request(_));
+                    self.hold_for_batch(&conn, buffered, request);
                 }
                 let holding = held.as_ref().is_some_and(|h| Arc::ptr_eq(h, &conn));
                 // Holding writes batches the requests of the callers this leader wakes; for
@@ -275,13 +276,20 @@ impl OrbInner {
     /// wait (a nested call, a full queue). So a reply waits at most for the next dispatch of
     /// the same read: behind one upcall that runs long after short ones, on a pool whose
     /// threads are all in upcalls (`OrbBuilder::reply_batch_hold`).
-    fn hold_for_batch(&self, conn: &Arc<Connection>, buffered: bool) {
+    ///
+    /// Called for every frame taken (`request`: whether it is a Request): the last frame of
+    /// a read ends the hold whatever it is (a Reply on a bidirectional connection, say), so
+    /// that no hold outlives its read when no further read of the connection comes.
+    fn hold_for_batch(&self, conn: &Arc<Connection>, buffered: bool, request: bool) {
         let hold = self.config.reply_batch_hold;
         if hold.is_zero() {
             return;
         }
         if !buffered {
             self.end_kept_hold(conn);
+            return;
+        }
+        if !request {
             return;
         }
         let now = Instant::now();
