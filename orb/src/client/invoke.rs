@@ -423,7 +423,7 @@ impl OrbInner {
         });
         // Holds contexts only on the one request per connection that announces BiDir, and on
         // requests with metadata.
-        let mut first_contexts = Vec::new();
+        let first_contexts;
         let mut contexts: &[ServiceContext] = &[];
         let announce = self.config.bidir
             && version >= Version::V1_2
@@ -431,17 +431,7 @@ impl OrbInner {
             && !self.listen_addrs.is_empty()
             && !conn.bidir_announced.swap(true, Ordering::AcqRel);
         if announce || !params.metadata.is_empty() {
-            if announce {
-                // Once per connection, as omniORB does: the peer may call our objects back
-                // over this connection instead of opening one to us.
-                let points = self
-                    .listen_addrs
-                    .iter()
-                    .map(|a| (self.host.clone(), a.port()))
-                    .collect();
-                first_contexts.push(BiDirListenPoints(points).to_context());
-            }
-            first_contexts.extend_from_slice(params.metadata);
+            first_contexts = self.request_contexts(announce, params.metadata);
             contexts = &first_contexts;
         }
         let target = TargetAddress::Key(profile.object_key.clone());
@@ -530,6 +520,26 @@ impl OrbInner {
         })
     }
 
+    /// The service contexts of a request that has any besides the DEADLINE: the BiDir
+    /// listen points if it `announce`s them, then the caller's metadata. Out of line, so
+    /// that the common request (none) does not carry its locals in its frame.
+    #[inline(never)]
+    fn request_contexts(&self, announce: bool, metadata: &[ServiceContext]) -> Vec<ServiceContext> {
+        let mut contexts = Vec::with_capacity(metadata.len() + usize::from(announce));
+        if announce {
+            // Once per connection, as omniORB does: the peer may call our objects back
+            // over this connection instead of opening one to us.
+            let points = self
+                .listen_addrs
+                .iter()
+                .map(|a| (self.host.clone(), a.port()))
+                .collect();
+            contexts.push(BiDirListenPoints(points).to_context());
+        }
+        contexts.extend_from_slice(metadata);
+        contexts
+    }
+
     /// The port to call `profile` at, and whether over TLS: the TAG_SSL_SEC_TRANS port when
     /// the profile has one and this ORB speaks TLS, else the plain port. A TLS-only profile
     /// (plain port 0) without TLS here is NO_PERMISSION: we will not send it plaintext.
@@ -575,6 +585,23 @@ impl OrbInner {
         if let Some(c) = crate::endpoints::last_connection(self.id, host, port) {
             return Ok((c, true));
         }
+        self.shared_connection_to(host, port, tls, deadline)
+            .map(|c| (c, false))
+    }
+
+    /// [`connection_to`](Self::connection_to) past the thread's last connection: the
+    /// endpoint table, and the connect if needed. Out of line: inlined, its locals (the
+    /// connect, TLS set-up) made every call's `send_request` frame 5.5 KiB, each page of it
+    /// probed on every call.
+    #[cold]
+    #[inline(never)]
+    fn shared_connection_to(
+        &self,
+        host: &str,
+        port: u16,
+        tls: bool,
+        deadline: Instant,
+    ) -> Result<Arc<Connection>, SystemException> {
         let slot = self.outbound.slot(host, port);
         let open = lock(&slot).clone().filter(|c| !c.is_closed());
         let result = match open {
@@ -587,7 +614,7 @@ impl OrbInner {
             // Do not keep an entry per unreachable endpoint (references arrive from peers).
             Err(_) => self.outbound.forget_unused(host, port),
         }
-        result.map(|c| (c, false))
+        result
     }
 
     /// Opens a connection to `host:port` and publishes it in `slot`: each address in turn,
