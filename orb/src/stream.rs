@@ -1,9 +1,18 @@
 //! The byte stream of a production connection: a plain TCP socket or a TLS session over one.
 //! The connection reads and writes it through `connection::Io` without knowing which; what
 //! only one kind has (the socket, the handshake, the peer's identity) is asked of it here.
+//!
+//! A plain socket is read with `recv` and written with `send` or `sendmsg` (rustix's direct
+//! system calls), not `read`/`writev` through libc: on the benchmarks' Linux VM a round trip
+//! of one small message each way costs 0.2 µs less with `send` than with `write` or a
+//! two-buffer `writev` (the VFS layer), and libc's wrappers of the blocking calls spend about
+//! 45 instructions each on thread cancellation, which a non-blocking socket never needs
+//! (`examples/bench/PROFILE.md`, 2026-11-27). `MSG_NOSIGNAL` also spares a process that has
+//! not ignored SIGPIPE from dying of a peer that went away.
 
 use crate::identity::PeerIdentity;
 use crate::tls::stream::{TlsReader, TlsStream, TlsWriter};
+use rustix::net::{self, RecvFlags, SendAncillaryBuffer, SendFlags};
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
@@ -86,7 +95,7 @@ impl Read for StreamReader<'_> {
     #[inline]
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
-            StreamReader::Plain(s) => s.read(buf),
+            StreamReader::Plain(s) => Ok(net::recv(s, buf, RecvFlags::empty())?.0),
             StreamReader::Tls(t) => t.read(buf),
         }
     }
@@ -102,7 +111,7 @@ impl Write for StreamWriter<'_> {
     #[inline]
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
-            StreamWriter::Plain(s) => s.write(buf),
+            StreamWriter::Plain(s) => Ok(net::send(s, buf, SendFlags::NOSIGNAL)?),
             StreamWriter::Tls(t) => t.write(buf),
         }
     }
@@ -110,7 +119,7 @@ impl Write for StreamWriter<'_> {
     #[inline]
     fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
         match self {
-            StreamWriter::Plain(s) => s.write_vectored(bufs),
+            StreamWriter::Plain(s) => send_vectored(s, bufs),
             StreamWriter::Tls(t) => t.write_vectored(bufs),
         }
     }
@@ -119,6 +128,39 @@ impl Write for StreamWriter<'_> {
         match self {
             StreamWriter::Plain(_) => Ok(()),
             StreamWriter::Tls(t) => t.flush(),
+        }
+    }
+}
+
+/// Messages up to this size, in several buffers (a GIOP header and a body), are copied
+/// together and sent with one `send`: cheaper than `sendmsg` with their buffers
+/// (PROFILE.md, 2026-11-27); larger ones go with `sendmsg`, uncopied.
+const JOIN_UP_TO: usize = 512;
+
+/// `write_vectored` on a plain socket: `send` for one buffer or a small message, else
+/// `sendmsg`.
+fn send_vectored(s: &TcpStream, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+    match bufs {
+        [] => Ok(0),
+        [one] => Ok(net::send(s, one, SendFlags::NOSIGNAL)?),
+        _ => {
+            let total: usize = bufs.iter().map(|b| b.len()).sum();
+            if total <= JOIN_UP_TO {
+                let mut joined = [0u8; JOIN_UP_TO];
+                let mut at = 0;
+                for b in bufs {
+                    joined[at..at + b.len()].copy_from_slice(b);
+                    at += b.len();
+                }
+                Ok(net::send(s, &joined[..at], SendFlags::NOSIGNAL)?)
+            } else {
+                Ok(net::sendmsg(
+                    s,
+                    bufs,
+                    &mut SendAncillaryBuffer::default(),
+                    SendFlags::NOSIGNAL,
+                )?)
+            }
         }
     }
 }
