@@ -79,6 +79,17 @@ impl<T> Queue<T> {
         self.len.load(Ordering::Acquire) == 0
     }
 
+    /// Takes out the first item that `pred` accepts.
+    pub(crate) fn take_first(&self, pred: impl Fn(&T) -> bool) -> Option<T> {
+        if self.is_empty() {
+            return None;
+        }
+        let mut q = std_lock(&self.items);
+        let item = q.iter().position(pred).and_then(|i| q.remove(i));
+        self.len.store(q.len(), Ordering::Release);
+        item
+    }
+
     /// Drops every item.
     pub(crate) fn clear(&self) {
         let mut q = std_lock(&self.items);

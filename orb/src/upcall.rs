@@ -109,6 +109,10 @@ pub(crate) struct Upcalls {
     /// Requests read by a bound leader that it will not run itself (nested upcalls disabled,
     /// or another call chain's request), waiting for a pool thread.
     parked: Queue<Upcall>,
+    /// Requests read by a pool thread that it handed, with the leader role, to the bound
+    /// thread waiting in the request's call chain (`Lf::step_down_for`): that thread runs
+    /// them, or passes them to `parked` if it leaves the pool first.
+    addressed: Queue<Upcall>,
     running: AtomicUsize,
     idle: (Mutex<()>, Condvar),
 }
@@ -131,6 +135,31 @@ impl Upcalls {
     /// Drops the parked upcalls (at shutdown, once no thread is left to run them).
     pub(crate) fn clear_parked(&self) {
         self.parked.clear();
+        self.addressed.clear();
+    }
+
+    /// Sets `u` aside for the bound thread of its call chain.
+    pub(crate) fn address(&self, u: Upcall) {
+        self.addressed.push_back(u);
+    }
+
+    /// The request set aside for the thread of call chain `chain`, if any (asked on every
+    /// turn of a bound leader: no lock when none is).
+    #[inline]
+    pub(crate) fn take_addressed(&self, chain: u64) -> Option<Upcall> {
+        if self.addressed.is_empty() {
+            return None;
+        }
+        self.addressed.take_first(|u| u.chain == Some(chain))
+    }
+
+    /// Passes the requests set aside for call chain `chain` to the pool threads (their
+    /// thread leaves the pool without having run them).
+    #[inline]
+    pub(crate) fn release_addressed(&self, chain: u64) {
+        while let Some(u) = self.take_addressed(chain) {
+            self.parked.push_back(u);
+        }
     }
 
     /// An upcall was read and will run.

@@ -11,6 +11,11 @@
 //!   thread waiting in the chain: a chain of depth 200 started by a third ORB between two ORBs
 //!   of one pool thread each, where every level has to run on the side's only pool thread,
 //!   waiting for the level below.
+//! - `callbacks_of_a_call_run_on_the_calling_thread_when_a_pool_thread_reads_them`: a pool
+//!   thread that reads a callback of a call an application thread waits in hands it, with the
+//!   event loop, to that thread, which runs every level of its side of the chain; the pool
+//!   thread stays free (before, it ran the callback and its nested call bound it too, and
+//!   every level woke the other thread: PROFILE.md, 2026-11-27).
 
 use orb_tests::orbtest::{EchoClient, NodeClient, PingRequest};
 use orb_tests::{activate_echo, activate_node, timed_echo};
@@ -160,5 +165,50 @@ fn nested_depth_200_with_one_pool_thread_per_side() {
             reply.trail.iter().filter(|t| t.starts_with(side)).collect();
         threads.dedup();
         assert_eq!(threads.len(), 1, "{side} levels ran on {threads:?}");
+    }
+}
+
+#[test]
+fn callbacks_of_a_call_run_on_the_calling_thread_when_a_pool_thread_reads_them() {
+    let a = protorb::Orb::builder().threads(1).build().unwrap();
+    let b = protorb::Orb::builder().threads(1).build().unwrap();
+    let a_ref = activate_node(&a, "A");
+    let b_ref = activate_node(&b, "B");
+    // A's pool thread leads A's idle event loop once it has started, so it, not the caller
+    // below, reads the first callback. (Should it not have started yet, the caller leads and
+    // reads them itself: the test then passes without exercising the hand-over, never fails
+    // for it.)
+    std::thread::sleep(Duration::from_millis(50));
+    let caller = {
+        let a = a.clone();
+        std::thread::Builder::new()
+            .stack_size(16 << 20)
+            .spawn(move || {
+                let reply = NodeClient::new(&a, b_ref).ping_with_timeout(
+                    PingRequest {
+                        depth: 40,
+                        peer: Some(a_ref),
+                        sleep_micros: 0,
+                    },
+                    Duration::from_secs(30),
+                );
+                (format!("A@{:?}", std::thread::current().id()), reply)
+            })
+            .unwrap()
+    };
+    let (me, reply) = caller.join().unwrap();
+    a.shutdown();
+    b.shutdown();
+
+    let reply = reply.expect("nested ping completes");
+    assert_eq!(reply.depth_reached, 40);
+    // B serves the top level and every other one; A's levels are callbacks of the caller's
+    // call, and each runs on the caller's thread, which waits in that call: A's pool thread
+    // hands each one it reads to it, with the event loop, rather than run it (and then wake
+    // the caller at every level).
+    let on_a: Vec<&String> = reply.trail.iter().filter(|t| t.starts_with("A@")).collect();
+    assert_eq!(on_a.len(), 20);
+    for t in on_a {
+        assert_eq!(t, &me, "a callback ran on another thread than the caller's");
     }
 }

@@ -339,6 +339,11 @@ impl OrbInner {
             return self.call_local(profile, operation, twoway, params, deadline);
         }
         let participant = twoway.then(Participant::bound);
+        if let Some(p) = &participant {
+            // A callback of this call that a pool thread reads comes to this thread
+            // (`Lf::step_down_for`).
+            p.in_chain(current_chain());
+        }
         let waiter = participant.as_ref().map(|p| Waiter::Thread(p.clone()));
         let sent = self.send_request(target, operation, params, deadline, clock, waiter)?;
         let _enter = sent.span.enter();

@@ -43,6 +43,9 @@ struct Net {
     /// `ran` the upcalls run, with its condition variable.
     parked: (bool, Mutex<usize>, AtomicUsize),
     ran: (Mutex<usize>, Condvar),
+    /// Requests handed with the role to the bound thread of their call chain
+    /// (`Lf::step_down_for`), by chain.
+    addressed: Mutex<Vec<u32>>,
 }
 
 impl Net {
@@ -57,12 +60,22 @@ impl Net {
     }
 }
 
+/// An upcall: the call chain of its request (0: none). A request is an event for nobody
+/// whose number is its chain.
 impl Driver for Net {
-    type Upcall = ();
-    fn lead(&self, p: &Arc<Participant>, _until: Option<Until>) -> Lead<()> {
-        // As the ORB's driver: a pool thread made leader runs a set-aside request first.
-        if p.unbound && self.take_parked().is_some() {
-            return Lead::Upcall(());
+    type Upcall = u32;
+    fn lead(&self, p: &Arc<Participant>, _until: Option<Until>) -> Lead<u32> {
+        // As the ORB's driver: a pool thread made leader runs a set-aside request first, a
+        // bound one a request of its chain handed to it.
+        if p.unbound {
+            if let Some(u) = self.take_parked() {
+                return Lead::Upcall(u);
+            }
+        } else if p.chain() != 0 {
+            let mut a = lock(&self.addressed);
+            if let Some(i) = a.iter().position(|&c| u64::from(c) == p.chain()) {
+                return Lead::Upcall(a.remove(i));
+            }
         }
         assert_eq!(
             self.leaders.fetch_add(1, Ordering::SeqCst),
@@ -88,7 +101,7 @@ impl Driver for Net {
             ready.extend(g.0.drain(..));
             ready.pop_front()
         });
-        let upcall = std::mem::take(&mut *lock(&self.upcall_pending));
+        let upcall = std::mem::take(&mut *lock(&self.upcall_pending)).then_some(0);
         self.leaders.fetch_sub(1, Ordering::SeqCst);
         let upcall = match ev {
             Some((Some(w), id)) => {
@@ -102,29 +115,40 @@ impl Driver for Net {
                     return Lead::StepDown;
                 }
                 self.parked.2.fetch_add(1, Ordering::SeqCst);
-                true
+                Some(0)
             }
-            Some((None, _)) => true,
+            Some((None, chain)) => Some(chain),
             None => upcall,
         };
-        if upcall {
-            Lead::Upcall(())
-        } else {
-            Lead::Idle
+        match upcall {
+            Some(u) => Lead::Upcall(u),
+            None => Lead::Idle,
         }
     }
-    fn run_upcall(&self, _u: ()) {
+    fn upcall_chain(&self, u: &u32) -> Option<u64> {
+        (*u != 0).then_some(u64::from(*u))
+    }
+    fn address_upcall(&self, u: u32) {
+        lock(&self.addressed).push(u);
+    }
+    fn release_addressed(&self, chain: u64) {
+        let mut a = lock(&self.addressed);
+        let before = a.len();
+        a.retain(|&c| u64::from(c) != chain);
+        *lock(&self.parked.1) += before - a.len();
+    }
+    fn run_upcall(&self, _u: u32) {
         self.lf.user_code_done(self);
         *lock(&self.ran.0) += 1;
         self.ran.1.notify_all();
     }
-    fn take_parked(&self) -> Option<()> {
+    fn take_parked(&self) -> Option<u32> {
         let mut g = lock(&self.parked.1);
         let some = *g > 0;
         if some {
             *g -= 1;
         }
-        some.then_some(())
+        some.then_some(0)
     }
     fn has_parked(&self) -> bool {
         *lock(&self.parked.1) > 0
@@ -215,6 +239,7 @@ fn net_parking(lf: &Arc<Lf>, standby: bool, parking: bool) -> Arc<Net> {
         standby: standby.then(|| (Mutex::new(()), Mutex::new((false, false)), Condvar::new())),
         parked: (parking, Mutex::new(0), AtomicUsize::new(0)),
         ran: (Mutex::new(0), Condvar::new()),
+        addressed: Mutex::new(Vec::new()),
     })
 }
 
@@ -570,4 +595,73 @@ fn shutdown_releases_pool_threads() {
         lf.shutdown(&*n);
         t.join().unwrap();
     });
+}
+
+/// `Lf::step_down_for`: a pool thread (with the standby place free) reads a callback of the
+/// call a bound caller waits in, and hands it and the role to the caller. The callback runs
+/// once, on either thread, and the caller gets its reply; with `together`, the reply is
+/// handed to the caller from outside the pool while the callback arrives, so the caller may
+/// complete before it leads and must pass the callback to the pool
+/// (`Driver::release_addressed`).
+fn callback_model(together: bool) {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(move || {
+        let lf = Arc::new(Lf::new());
+        let n = net_with(&lf, true);
+        let pool = {
+            let (lf, n) = (lf.clone(), n.clone());
+            loom::thread::spawn(move || {
+                let p = Participant::unbound();
+                assert_eq!(lf.run(&p, None, &*n), Exit::Shutdown);
+            })
+        };
+        let p = Participant::bound();
+        p.in_chain(7);
+        let caller = {
+            let (lf, n, p) = (lf.clone(), n.clone(), p.clone());
+            loom::thread::spawn(move || {
+                assert_eq!(lf.run(&p, None, &*n), Exit::Completed);
+                assert_eq!(p.take().unwrap().unwrap().unwrap().header.request_id, 1);
+            })
+        };
+        if together {
+            // The reply is handed over by a thread outside the pool (as a connection's close
+            // completes its waiters), racing the hand-over of the callback.
+            n.push(None, 7);
+            lf.complete(&p, Ok(Some(reply(1))), None, &*n);
+        } else {
+            n.push(None, 7);
+            // The reply comes once the callback has run, as in a real chain.
+            let mut ran = lock(&n.ran.0);
+            while *ran < 1 {
+                ran = n.ran.1.wait(ran).unwrap();
+            }
+            drop(ran);
+            n.push(Some(p), 1);
+        }
+        caller.join().unwrap();
+        let mut ran = lock(&n.ran.0);
+        while *ran < 1 {
+            ran = n.ran.1.wait(ran).unwrap();
+        }
+        assert_eq!(*ran, 1, "the callback ran twice");
+        drop(ran);
+        lf.shutdown(&*n);
+        pool.join().unwrap();
+        assert!(
+            lock(&n.addressed).is_empty(),
+            "a handed callback was left behind"
+        );
+    });
+}
+
+#[test]
+fn a_callback_goes_to_the_caller_of_its_chain() {
+    callback_model(false);
+}
+
+#[test]
+fn a_callback_handed_to_a_caller_that_completes_first_goes_to_the_pool() {
+    callback_model(true);
 }

@@ -43,6 +43,15 @@
 //!   makes nested callbacks with one thread per process work).
 //! - A reply is stored in the waiter's slot before the promotion lock is taken to notify it, and
 //!   the waiter checks its slot under that lock before sleeping: no lost wake-up.
+//! - A pool thread that leads and reads a callback of a call a bound follower waits in (the
+//!   request carries that call's chain), with no idle pool thread to promote, hands the
+//!   callback and the role to that follower (`step_down_for`) instead of promoting it and
+//!   running the callback itself: the callback runs on the thread that made the call, which
+//!   leads its chain on, and the pool thread waits as the standby. The role is claimed for
+//!   the follower (no takeover); a follower that leaves the pool before it leads passes the
+//!   callback to the pool threads (`Driver::release_addressed`). Without this, the pool
+//!   thread's own nested call would bind it as well, and every level of the chain would
+//!   wake the other thread.
 //! - A promoted thread holds the role from the moment it is chosen, but it leads only once it
 //!   runs; until then the role is *unclaimed* (`State::unclaimed`), and a participant that
 //!   joins meanwhile (typically the upcall thread, back from a short upcall) takes it over
@@ -115,7 +124,7 @@
 //! tick (once), and a busy ORB's standby wakes once per tick
 //! ([`OrbBuilder::standby_tick`](crate::OrbBuilder::standby_tick)).
 
-use crate::sync::{lock, AtomicBool, AtomicUsize, Mutex};
+use crate::sync::{lock, AtomicBool, AtomicUsize, Mutex, MutexGuard};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -206,6 +215,20 @@ pub(crate) trait Driver {
     fn has_parked(&self) -> bool {
         false
     }
+    /// The call chain a request belongs to, if it carried one and may be handed to the
+    /// bound thread waiting in that chain (see `Lf::step_down_for`); `None` by default.
+    fn upcall_chain(&self, _upcall: &Self::Upcall) -> Option<u64> {
+        None
+    }
+    /// Sets `upcall` aside for the bound thread of its call chain, which is being made
+    /// leader and takes it in its turn ([`Driver::lead`]). Called only with an upcall for
+    /// which [`upcall_chain`](Self::upcall_chain) gave a chain.
+    fn address_upcall(&self, upcall: Self::Upcall);
+    /// A bound participant of call chain `chain` leaves the pool: requests set aside for
+    /// it ([`address_upcall`](Self::address_upcall)) go to the pool threads instead.
+    /// Called under the promotion lock, before the leaving thread passes the role on (so
+    /// that the promotion sees them pending).
+    fn release_addressed(&self, _chain: u64) {}
     /// Interrupts the leader's wait in the reactor.
     fn wake_leader(&self);
     /// Announces work left for the next leader with nobody promoted to take it
@@ -439,6 +462,9 @@ impl Lf {
         // This thread's last standby wait was a whole tick without an unarmed vacancy: the
         // pool is idle, so its next one has no timeout (an idle ORB does not tick).
         let mut quiet = false;
+        // This (pool) thread has just handed the role, with a callback, to the caller of its
+        // chain (`step_down_for`).
+        let mut handed = false;
         loop {
             let mut retick = false;
             // The last deadline check's reading, for the turn as leader that follows it.
@@ -446,6 +472,8 @@ impl Lf {
             {
                 let mut st = lock(&self.state);
                 loop {
+                    // Only its first look at the state after the hand-over.
+                    let just_handed = std::mem::take(&mut handed);
                     st.remove_follower(p.id);
                     if !st.returning.is_empty() {
                         st.returning.retain(|&id| id != p.id);
@@ -468,6 +496,11 @@ impl Lf {
                         None
                     };
                     if let Some(exit) = exit {
+                        if !p.unbound && p.chain() != 0 {
+                            // A request of its chain may have been handed to it with the
+                            // role (`step_down_for`): it goes to the pool instead.
+                            driver.release_addressed(p.chain());
+                        }
                         // A vacant role is passed on too: this thread may have left it
                         // for an upcall (disarming the standby once done, expecting to
                         // take it back) and now exits without leading.
@@ -491,6 +524,38 @@ impl Lf {
                     }
                     if leading {
                         break;
+                    }
+                    if st.leader.is_none()
+                        && just_handed
+                        && driver.supports_standby()
+                        && !st.in_standby
+                        && !st.shutdown
+                        && !driver.has_pending_work()
+                        && self.arm(&mut st, driver)
+                    {
+                        // Left vacant by the caller this thread handed a callback to, for
+                        // that callback's user code: the caller leads again once it is done.
+                        // Taking the role here would make this thread the chain's leader and
+                        // the caller its follower, to be handed the next callback too (a
+                        // wake-up per level); it waits as the armed standby instead, as if
+                        // the caller had armed it. Not with work pending that no event will
+                        // announce (the callback itself, passed back by a caller that left
+                        // the pool first): then it takes the role, as below.
+                        st.standby = Some(p.id);
+                        st.in_standby = true;
+                        drop(st);
+                        driver.wait_standby(None);
+                        st = lock(&self.state);
+                        st.in_standby = false;
+                        let reticked = std::mem::take(&mut st.retick_sent);
+                        // As below: registered only while in the poll set.
+                        if st.standby.take().is_some() && st.leader.is_none() {
+                            if !reticked {
+                                self.woken_vacant(&mut st, driver);
+                            }
+                            driver.count_promotion();
+                        }
+                        continue;
                     }
                     if st.leader.is_none() {
                         // Back before the standby was needed: it sleeps on.
@@ -595,10 +660,17 @@ impl Lf {
                         self.stand_aside(p, driver);
                     }
                 }
-                Lead::Upcall(u) => {
-                    self.step_down(p, driver);
-                    self.run_upcall(driver, u);
-                }
+                Lead::Upcall(u) => match self.step_down_for(p, &u, driver) {
+                    None => self.run_upcall(driver, u),
+                    Some((st, next)) => {
+                        // Set aside before the promotion lock is released: the follower
+                        // made leader looks for it as soon as it runs.
+                        driver.address_upcall(u);
+                        drop(st);
+                        notify(Wake::Follower(next), driver);
+                        handed = true;
+                    }
+                },
                 Lead::StepDown => {
                     // Only to a thread waiting to be promoted: one on its way back takes the
                     // parked request itself.
@@ -707,17 +779,63 @@ impl Lf {
         notify(next, driver);
     }
 
-    /// Gives up leadership (if `p` holds it) before running user code.
-    fn step_down<D: Driver>(&self, p: &Participant, driver: &D) {
-        let next = {
-            let mut st = lock(&self.state);
-            if st.leader == Some(p.id) {
-                self.promote_for_upcall(&mut st, driver)
-            } else {
-                Wake::Nobody
+    /// Gives up leadership (if `p` holds it) before running `u`.
+    ///
+    /// One exception: a pool thread leading with nobody to hand the role to but bound
+    /// followers, one of which waits in `u`'s call chain (`u` is a callback of that
+    /// thread's call), gives `u` and the role to that thread instead: it returns the
+    /// promotion lock and that follower, already made leader, for the caller to set `u`
+    /// aside for it ([`Driver::address_upcall`]), release the lock and wake it. Otherwise it
+    /// would promote the follower to lead and run `u` itself, and the nested call `u` makes
+    /// would bind it too: from then on every level of the chain would wake the other thread
+    /// (`nest`'s two-thread mode, PROFILE.md 2026-11-27). This way the callback runs on the
+    /// thread that made the call, which leads its chain on, and the pool thread stays free.
+    /// The follower is made leader with the role claimed for it, not left unclaimed (a
+    /// joining thread taking it over would strand `u`); if it leaves the pool before it
+    /// leads (its reply came, its deadline passed), it passes `u` to the pool threads
+    /// (`Driver::release_addressed`).
+    fn step_down_for<'a, D: Driver>(
+        &'a self,
+        p: &Participant,
+        u: &D::Upcall,
+        driver: &D,
+    ) -> Option<(MutexGuard<'a, State>, Arc<Participant>)> {
+        let mut st = lock(&self.state);
+        if st.leader != Some(p.id) {
+            return None;
+        }
+        if p.unbound && !st.shutdown && !st.has_waiting_unbound() {
+            if let Some(next) = self.hand_to_chain(&mut st, u, driver) {
+                return Some((st, next));
             }
-        };
+        }
+        let next = self.promote_for_upcall(&mut st, driver);
+        drop(st);
         notify(next, driver);
+        None
+    }
+
+    /// [`step_down_for`](Self::step_down_for)'s hand-over, under the promotion lock: the
+    /// bound follower waiting in `u`'s call chain, made leader, if there is one. Out of
+    /// line: only a pool thread leading with nobody but bound followers to promote gets here.
+    #[cold]
+    #[inline(never)]
+    fn hand_to_chain<D: Driver>(
+        &self,
+        st: &mut State,
+        u: &D::Upcall,
+        driver: &D,
+    ) -> Option<Arc<Participant>> {
+        let chain = driver.upcall_chain(u).filter(|&c| c != 0)?;
+        let i = st
+            .followers
+            .iter()
+            .rposition(|f| !f.unbound && f.chain() == chain)?;
+        let next = st.followers.remove(i);
+        st.claim(next.id);
+        self.clear_vacancy(st);
+        driver.count_promotion();
+        Some(next)
     }
 
     /// Runs an upcall this thread took as a participant of this pool, noting that it does

@@ -40,6 +40,10 @@ pub(crate) struct Participant {
     /// The request id this (bound) participant waits for, plus one; 0 for none. Only a hint
     /// for its own thread (see [`awaits`](Self::awaits)).
     awaited: AtomicU64,
+    /// The call chain of the call this (bound) participant waits in; 0 for none. Written by
+    /// its thread before it joins the pool, read under the promotion lock
+    /// (`Lf::step_down_for`).
+    chain: AtomicU64,
 }
 
 impl Participant {
@@ -53,6 +57,7 @@ impl Participant {
                 *q.slot.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
                 q.done = AtomicBool::new(false);
                 *q.awaited.get_mut() = 0;
+                *q.chain.get_mut() = 0;
                 return p;
             }
         }
@@ -85,6 +90,17 @@ impl Participant {
     /// choices that are safe either way.
     pub(crate) fn awaits(&self, request_id: u32) -> bool {
         self.awaited.load(Ordering::Relaxed) == u64::from(request_id) + 1
+    }
+
+    /// Notes the call chain of the call this participant will wait in (see
+    /// `Lf::step_down_for`).
+    pub(crate) fn in_chain(&self, chain: u64) {
+        self.chain.store(chain, Ordering::Relaxed);
+    }
+
+    /// The call chain noted with [`in_chain`](Self::in_chain) (0: none).
+    pub(crate) fn chain(&self) -> u64 {
+        self.chain.load(Ordering::Relaxed)
     }
 
     /// A pool thread.
@@ -128,6 +144,7 @@ impl Participant {
             slot: Mutex::new(None),
             done: AtomicBool::new(false),
             awaited: AtomicU64::new(0),
+            chain: AtomicU64::new(0),
         }
     }
 

@@ -188,6 +188,9 @@ impl Driver for Script {
     fn has_parked(&self) -> bool {
         self.parked.load(Ordering::SeqCst) > 0
     }
+    fn address_upcall(&self, _u: ()) {
+        unreachable!("these requests carry no call chain");
+    }
     fn wake_leader(&self) {
         self.cv.notify_all();
     }

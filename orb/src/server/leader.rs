@@ -56,6 +56,12 @@ impl Driver for OrbInner {
             if let Some(u) = self.upcalls.take_parked() {
                 return Lead::Upcall(u);
             }
+        } else if p.chain() != 0 {
+            // A callback of this thread's call, handed over with the role by the pool thread
+            // that read it (`Lf::step_down_for`).
+            if let Some(u) = self.upcalls.take_addressed(p.chain()) {
+                return Lead::Upcall(u);
+            }
         }
         // The connection whose writes this leader holds while it hands out replies: each
         // caller it wakes sends its next request at once, and those go out in one `writev`
@@ -77,6 +83,19 @@ impl Driver for OrbInner {
 
     fn has_parked(&self) -> bool {
         self.upcalls.has_parked()
+    }
+
+    fn upcall_chain(&self, u: &Upcall) -> Option<u64> {
+        // Without nested upcalls a thread waiting for a reply runs none.
+        u.chain.filter(|_| self.config.nested_upcalls)
+    }
+
+    fn address_upcall(&self, u: Upcall) {
+        self.upcalls.address(u);
+    }
+
+    fn release_addressed(&self, chain: u64) {
+        self.upcalls.release_addressed(chain);
     }
 
     fn wake_leader(&self) {
