@@ -44,8 +44,13 @@
 //!   *call chain* (a chain id that two-way requests carry, after the deadline, in our vendor
 //!   context, and that nested calls pass on, so a callback is recognised) or if no pool
 //!   thread is idle. Anything else it hands to an idle pool thread, so an unrelated slow
-//!   upcall never holds a caller's reply up (TAO bug 3531b). Opening a connection is a wait of
-//!   the same kind: the connect is non-blocking and the caller leads while it waits.
+//!   upcall never holds a caller's reply up (TAO bug 3531b). The other way round, a pool
+//!   thread that reads a callback of a call a caller waits in, and has no other pool thread
+//!   to promote, hands the callback with the event loop to that caller instead of running it:
+//!   the chain's callbacks run on the thread that made the call, and the pool thread, left
+//!   free, does not end up bound in the chain too (which cost a wake-up per level). Opening
+//!   a connection is a wait of the same kind: the connect is non-blocking and the caller
+//!   leads while it waits.
 //! - Choosing `threads` for a client: with one calling thread at a time, `threads(0)` is
 //!   the cheapest (no standby to arm and disarm around each call; about 1 µs per call on
 //!   our 2-vCPU machine); with many concurrent callers on a connection, keep pool threads (the
