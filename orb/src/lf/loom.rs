@@ -43,6 +43,8 @@ struct Net {
     /// `ran` the upcalls run, with its condition variable.
     parked: (bool, Mutex<usize>, AtomicUsize),
     ran: (Mutex<usize>, Condvar),
+    /// The thread that ran the last upcall.
+    ran_by: Mutex<Option<loom::thread::ThreadId>>,
     /// Requests handed with the role to the bound thread of their call chain
     /// (`Lf::step_down_for`), by chain.
     addressed: Mutex<Vec<u32>>,
@@ -138,6 +140,7 @@ impl Driver for Net {
         *lock(&self.parked.1) += before - a.len();
     }
     fn run_upcall(&self, _u: u32) {
+        *lock(&self.ran_by) = Some(loom::thread::current().id());
         self.lf.user_code_done(self);
         *lock(&self.ran.0) += 1;
         self.ran.1.notify_all();
@@ -239,6 +242,7 @@ fn net_parking(lf: &Arc<Lf>, standby: bool, parking: bool) -> Arc<Net> {
         standby: standby.then(|| (Mutex::new(()), Mutex::new((false, false)), Condvar::new())),
         parked: (parking, Mutex::new(0), AtomicUsize::new(0)),
         ran: (Mutex::new(0), Condvar::new()),
+        ran_by: Mutex::new(None),
         addressed: Mutex::new(Vec::new()),
     })
 }
@@ -599,7 +603,9 @@ fn shutdown_releases_pool_threads() {
 
 /// `Lf::step_down_for`: a pool thread (with the standby place free) reads a callback of the
 /// call a bound caller waits in, and hands it and the role to the caller. The callback runs
-/// once, on either thread, and the caller gets its reply; with `together`, the reply is
+/// once, on the caller's thread if the caller waited as a follower when the callback
+/// arrived (else the thread that read it may run it), and the caller gets its reply; with
+/// `together`, the reply is
 /// handed to the caller from outside the pool while the callback arrives, so the caller may
 /// complete before it leads and must pass the callback to the pool
 /// (`Driver::release_addressed`).
@@ -618,12 +624,28 @@ fn callback_model(together: bool) {
         };
         let p = Participant::bound();
         p.in_chain(7);
+        let caller_id = Arc::new(Mutex::new(None));
         let caller = {
-            let (lf, n, p) = (lf.clone(), n.clone(), p.clone());
+            let (lf, n, p, id) = (lf.clone(), n.clone(), p.clone(), caller_id.clone());
             loom::thread::spawn(move || {
+                *lock(&id) = Some(loom::thread::current().id());
                 assert_eq!(lf.run(&p, None, &*n), Exit::Completed);
                 assert_eq!(p.take().unwrap().unwrap().unwrap().header.request_id, 1);
             })
+        };
+        // Once the caller waits (as a follower behind the pool thread, or as the leader),
+        // the callback arrives.
+        let follower = loop {
+            {
+                let st = lock(&lf.state);
+                if st.followers.iter().any(|f| f.id == p.id) {
+                    break true;
+                }
+                if st.leader == Some(p.id) {
+                    break false;
+                }
+            }
+            loom::thread::yield_now();
         };
         if together {
             // The reply is handed over by a thread outside the pool (as a connection's close
@@ -647,6 +669,13 @@ fn callback_model(together: bool) {
         }
         assert_eq!(*ran, 1, "the callback ran twice");
         drop(ran);
+        if follower && !together {
+            assert_eq!(
+                *lock(&n.ran_by),
+                *lock(&caller_id),
+                "the callback of the caller's chain ran on the pool thread"
+            );
+        }
         lf.shutdown(&*n);
         pool.join().unwrap();
         assert!(
