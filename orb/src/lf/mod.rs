@@ -860,6 +860,9 @@ impl Lf {
 
     /// Hands a completion to a bound participant and wakes it: its condition variable if it
     /// sleeps as a follower, the reactor if it is the leader (unless `by` is that leader).
+    /// `by` is the participant that holds the leader role and hands the completion over (the
+    /// leader routing a reply it read), `None` for anyone else (a connection failure, a
+    /// collocated reply).
     pub(crate) fn complete<D: Driver>(
         &self,
         q: &Participant,
@@ -874,6 +877,13 @@ impl Lf {
             }
             *slot = Some(c);
             q.done.store(true, Ordering::Release);
+        }
+        if by == Some(q.id) {
+            // The leader hands itself its own reply (a caller that leads, the common case
+            // of one call at a time): it is not asleep, and a leader's own reply is not
+            // a reply handed to another (`handed_reply`). Nothing else to do, so no
+            // promotion lock (`lat`: one lock and unlock fewer per call).
+            return;
         }
         let mut st = lock(&self.state);
         let leading = st.leader == Some(q.id);
