@@ -137,6 +137,29 @@ impl Write for StreamWriter<'_> {
 /// (PROFILE.md, 2026-11-27); larger ones go with `sendmsg`, uncopied.
 const JOIN_UP_TO: usize = 512;
 
+std::thread_local! {
+    /// Where [`send_vectored`] joins a small message's buffers.
+    static JOINED: std::cell::RefCell<Vec<u8>> =
+        std::cell::RefCell::new(Vec::with_capacity(JOIN_UP_TO));
+}
+
+/// Joins `bufs` in this thread's buffer and sends them with one `send` (a stack array would
+/// be zeroed on every send first: a 512-byte `memset`). `None` where the buffer cannot be
+/// had: the thread is exiting (its locals are gone) or already joining (not reached today).
+fn send_joined(s: &TcpStream, bufs: &[io::IoSlice<'_>]) -> Option<io::Result<usize>> {
+    JOINED
+        .try_with(|j| {
+            let mut joined = j.try_borrow_mut().ok()?;
+            joined.clear();
+            for b in bufs {
+                joined.extend_from_slice(b);
+            }
+            Some(net::send(s, &joined, SendFlags::NOSIGNAL).map_err(io::Error::from))
+        })
+        .ok()
+        .flatten()
+}
+
 /// `write_vectored` on a plain socket: `send` for one buffer or a small message, else
 /// `sendmsg`.
 fn send_vectored(s: &TcpStream, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
@@ -145,21 +168,17 @@ fn send_vectored(s: &TcpStream, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
         [one] => Ok(net::send(s, one, SendFlags::NOSIGNAL)?),
         _ => {
             let total: usize = bufs.iter().map(|b| b.len()).sum();
-            if total <= JOIN_UP_TO {
-                let mut joined = [0u8; JOIN_UP_TO];
-                let mut at = 0;
-                for b in bufs {
-                    joined[at..at + b.len()].copy_from_slice(b);
-                    at += b.len();
-                }
-                Ok(net::send(s, &joined[..at], SendFlags::NOSIGNAL)?)
-            } else {
-                Ok(net::sendmsg(
+            match (total <= JOIN_UP_TO)
+                .then(|| send_joined(s, bufs))
+                .flatten()
+            {
+                Some(sent) => sent,
+                None => Ok(net::sendmsg(
                     s,
                     bufs,
                     &mut SendAncillaryBuffer::default(),
                     SendFlags::NOSIGNAL,
-                )?)
+                )?),
             }
         }
     }

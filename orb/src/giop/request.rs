@@ -381,8 +381,11 @@ fn fixed_head(
     u32_at(b, 12, key.len() as u32);
     let mut i = 16 + key.len();
     b[16..i].copy_from_slice(key);
+    // Padding: four zero bytes, of which the next field overwrites what is not padding (a
+    // fixed-size store, where a fill of 0-3 bytes was a call to `memset`); the length check
+    // above leaves room.
     let aligned = align(i, 4)?;
-    b[i..aligned].fill(0);
+    b[i..i + 4].fill(0);
     i = aligned;
     u32_at(b, i, op.len() as u32 + 1);
     b[i + 4..i + 4 + op.len()].copy_from_slice(op);
@@ -390,7 +393,7 @@ fn fixed_head(
     b[i] = 0;
     i += 1;
     let aligned = align(i, 4)?;
-    b[i..aligned].fill(0);
+    b[i..i + 4].fill(0);
     i = aligned;
     match head.deadline {
         Some(data) => {
