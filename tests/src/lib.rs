@@ -183,6 +183,24 @@ pub fn timed_echo(
     (t.elapsed(), r)
 }
 
+/// A local port on which connections are refused, and the socket that keeps it so: bound but
+/// not listening, so no listener (another test's ORB, bound to port 0 in parallel) can be
+/// given it while the socket lives. A port bound, noted and closed could be, and a call
+/// meant to fail would then reach that listener.
+pub fn refusing_port() -> (socket2::Socket, u16) {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::IPV4, Type::STREAM, None).expect("socket");
+    s.bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .expect("bind");
+    let port = s
+        .local_addr()
+        .expect("local address")
+        .as_socket()
+        .expect("an IP address")
+        .port();
+    (s, port)
+}
+
 /// Runs `f` on a thread of its own and fails the test if it does not finish in `secs`
 /// seconds: a hang guard, so a deadlock fails instead of stalling the suite.
 pub fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {

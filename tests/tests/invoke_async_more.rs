@@ -415,10 +415,7 @@ fn a_collocated_oneway_future_has_run_the_servant() {
 /// A oneway that cannot be handed over: its future's error says why, as the blocking call's.
 #[test]
 fn a_oneway_future_to_nowhere_fails_with_transient() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let (_held, port) = orb_tests::refusing_port();
     let client = client();
     let target = client
         .string_to_object(&format!("corbaloc::1.2@127.0.0.1:{port}/nobody"))

@@ -80,12 +80,8 @@ fn unknown_object_and_operation_and_bad_parameters() {
 
 #[test]
 fn connect_failure_is_transient() {
-    // A port nobody listens on: bind, note the port, close.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // A port nobody listens on, held so while the test runs.
+    let (_held, port) = orb_tests::refusing_port();
     let client_orb = protorb::Orb::builder().threads(0).build().unwrap();
     let r = protorb::ObjectRef::new("IDL:orbtest/Echo:1.0", "127.0.0.1", port, &b"echo"[..]);
     let err = EchoClient::new(&client_orb, r)
