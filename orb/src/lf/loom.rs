@@ -247,6 +247,23 @@ fn net_parking(lf: &Arc<Lf>, standby: bool, parking: bool) -> Arc<Net> {
     })
 }
 
+/// A pool thread of `lf`, taking part until shutdown.
+fn spawn_pool_thread(lf: &Arc<Lf>, n: &Arc<Net>) -> loom::thread::JoinHandle<()> {
+    let (lf, n) = (lf.clone(), n.clone());
+    loom::thread::spawn(move || {
+        let p = Participant::unbound();
+        assert_eq!(lf.run(&p, None, &*n), Exit::Shutdown);
+    })
+}
+
+/// Waits until at least `k` upcalls have run.
+fn until_ran(n: &Net, k: usize) {
+    let mut ran = lock(&n.ran.0);
+    while *ran < k {
+        ran = n.ran.1.wait(ran).unwrap();
+    }
+}
+
 #[test]
 fn two_waiters_each_get_their_own_reply() {
     let mut b = loom::model::Builder::new();
@@ -317,13 +334,7 @@ fn pool_thread_hands_reply_to_sleeping_waiter() {
     b.check(|| {
         let lf = Arc::new(Lf::new());
         let n = net(&lf);
-        let pool = {
-            let (lf, n) = (lf.clone(), n.clone());
-            loom::thread::spawn(move || {
-                let p = Participant::unbound();
-                assert_eq!(lf.run(&p, None, &*n), Exit::Shutdown);
-            })
-        };
+        let pool = spawn_pool_thread(&lf, &n);
         let p = Participant::bound();
         let waiter = {
             let (lf, n, p) = (lf.clone(), n.clone(), p.clone());
@@ -347,15 +358,7 @@ fn pool_model(preemption_bound: usize, body: impl Fn(&Arc<Lf>, &Arc<Net>) + Sync
     b.check(move || {
         let lf = Arc::new(Lf::new());
         let n = net_with(&lf, true);
-        let pool: Vec<_> = (0..2)
-            .map(|_| {
-                let (lf, n) = (lf.clone(), n.clone());
-                loom::thread::spawn(move || {
-                    let p = Participant::unbound();
-                    assert_eq!(lf.run(&p, None, &*n), Exit::Shutdown);
-                })
-            })
-            .collect();
+        let pool: Vec<_> = (0..2).map(|_| spawn_pool_thread(&lf, &n)).collect();
         body(&lf, &n);
         lf.shutdown(&*n);
         for t in pool {
@@ -451,15 +454,7 @@ fn tick_mode_look_at_the_loop_strands_no_event() {
         let lf = Arc::new(Lf::with_tick(Some(std::time::Duration::from_nanos(1))));
         lock(&lf.state).tick_mode = true;
         let n = net_with(&lf, true);
-        let pool: Vec<_> = (0..2)
-            .map(|_| {
-                let (lf, n) = (lf.clone(), n.clone());
-                loom::thread::spawn(move || {
-                    let p = Participant::unbound();
-                    assert_eq!(lf.run(&p, None, &*n), Exit::Shutdown);
-                })
-            })
-            .collect();
+        let pool: Vec<_> = (0..2).map(|_| spawn_pool_thread(&lf, &n)).collect();
         // A request (an upcall), then the reply a caller waits for.
         n.push(None, 1);
         let p = Participant::bound();
@@ -512,11 +507,7 @@ fn a_request_set_aside_during_a_takeover_reaches_the_pool() {
         n.push(Some(c.clone()), 3);
         assert_eq!(lf.run(&c, None, &*n), Exit::Completed);
         assert_eq!(c.take().unwrap().unwrap().unwrap().header.request_id, 3);
-        let mut ran = lock(&n.ran.0);
-        while *ran == 0 {
-            ran = n.ran.1.wait(ran).unwrap();
-        }
-        drop(ran);
+        until_ran(&n, 1);
         assert_eq!(
             n.parked.2.load(Ordering::SeqCst),
             0,
@@ -589,13 +580,7 @@ fn shutdown_releases_pool_threads() {
     loom::model(|| {
         let lf = Arc::new(Lf::new());
         let n = net(&lf);
-        let t = {
-            let (lf, n) = (lf.clone(), n.clone());
-            loom::thread::spawn(move || {
-                let p = Participant::unbound();
-                assert_eq!(lf.run(&p, None, &*n), Exit::Shutdown);
-            })
-        };
+        let t = spawn_pool_thread(&lf, &n);
         lf.shutdown(&*n);
         t.join().unwrap();
     });
@@ -615,13 +600,7 @@ fn callback_model(together: bool) {
     b.check(move || {
         let lf = Arc::new(Lf::new());
         let n = net_with(&lf, true);
-        let pool = {
-            let (lf, n) = (lf.clone(), n.clone());
-            loom::thread::spawn(move || {
-                let p = Participant::unbound();
-                assert_eq!(lf.run(&p, None, &*n), Exit::Shutdown);
-            })
-        };
+        let pool = spawn_pool_thread(&lf, &n);
         let p = Participant::bound();
         p.in_chain(7);
         let caller_id = Arc::new(Mutex::new(None));
@@ -655,20 +634,12 @@ fn callback_model(together: bool) {
         } else {
             n.push(None, 7);
             // The reply comes once the callback has run, as in a real chain.
-            let mut ran = lock(&n.ran.0);
-            while *ran < 1 {
-                ran = n.ran.1.wait(ran).unwrap();
-            }
-            drop(ran);
+            until_ran(&n, 1);
             n.push(Some(p), 1);
         }
         caller.join().unwrap();
-        let mut ran = lock(&n.ran.0);
-        while *ran < 1 {
-            ran = n.ran.1.wait(ran).unwrap();
-        }
-        assert_eq!(*ran, 1, "the callback ran twice");
-        drop(ran);
+        until_ran(&n, 1);
+        assert_eq!(*lock(&n.ran.0), 1, "the callback ran twice");
         if follower && !together {
             assert_eq!(
                 *lock(&n.ran_by),

@@ -541,20 +541,7 @@ impl Lf {
                         // the caller had armed it. Not with work pending that no event will
                         // announce (the callback itself, passed back by a caller that left
                         // the pool first): then it takes the role, as below.
-                        st.standby = Some(p.id);
-                        st.in_standby = true;
-                        drop(st);
-                        driver.wait_standby(None);
-                        st = lock(&self.state);
-                        st.in_standby = false;
-                        let reticked = std::mem::take(&mut st.retick_sent);
-                        // As below: registered only while in the poll set.
-                        if st.standby.take().is_some() && st.leader.is_none() {
-                            if !reticked {
-                                self.woken_vacant(&mut st, driver);
-                            }
-                            driver.count_promotion();
-                        }
+                        st = self.wait_armed_standby(st, p, driver);
                         continue;
                     }
                     if st.leader.is_none() {

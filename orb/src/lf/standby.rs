@@ -5,7 +5,7 @@
 use super::{
     notify, Driver, Lf, Participant, State, Wake, IDLE_ARMS_FOR_TICK, LOOK_AFTER, LOOK_EVERY,
 };
-use crate::sync::lock;
+use crate::sync::{lock, MutexGuard};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -76,21 +76,7 @@ impl Lf {
                 return;
             }
             st.leader = None;
-            st.standby = Some(p.id);
-            st.in_standby = true;
-            drop(st);
-            // Armed, so no tick is needed.
-            driver.wait_standby(None);
-            let mut st = lock(&self.state);
-            st.in_standby = false;
-            let reticked = std::mem::take(&mut st.retick_sent);
-            // As in `run`: registered only while in the poll set.
-            if st.standby.take().is_some() && st.leader.is_none() {
-                if !reticked {
-                    self.woken_vacant(&mut st, driver);
-                }
-                driver.count_promotion();
-            }
+            drop(self.wait_armed_standby(st, p, driver));
         } else if st.standby.is_some() {
             // Another thread is the standby: arm it, and sleep as an idle follower.
             if !self.arm(&mut st, driver) {
@@ -180,6 +166,31 @@ impl Lf {
             && !st.shutdown
             && st.tick_mode
             && matches!((st.vacant_since, self.tick), (Some(since), Some(tick)) if since.elapsed() < tick / 2)
+    }
+
+    /// `p` waits as the standby of an armed vacancy (armed, so without a tick), then, back
+    /// under the promotion lock, deregisters and takes the role if it is still vacant (as
+    /// in `run`: a thread is the standby only while it is in the poll set).
+    pub(super) fn wait_armed_standby<'a, D: Driver>(
+        &'a self,
+        mut st: MutexGuard<'a, State>,
+        p: &Participant,
+        driver: &D,
+    ) -> MutexGuard<'a, State> {
+        st.standby = Some(p.id);
+        st.in_standby = true;
+        drop(st);
+        driver.wait_standby(None);
+        let mut st = lock(&self.state);
+        st.in_standby = false;
+        let reticked = std::mem::take(&mut st.retick_sent);
+        if st.standby.take().is_some() && st.leader.is_none() {
+            if !reticked {
+                self.woken_vacant(&mut st, driver);
+            }
+            driver.count_promotion();
+        }
+        st
     }
 
     /// Bookkeeping for a standby woken with the role vacant (it takes the role next): an
