@@ -252,6 +252,27 @@ impl OrbBuilder {
         self
     }
 
+    /// Owned reads (default on): while a plain TCP connection is the ORB's only one, the
+    /// leader waits for its next message in the socket's `recv` instead of in the event
+    /// loop's poll and then `recv`, one system call fewer per message, as a thread per
+    /// connection would (omniORB's model). Measured on the benchmarks' 2-vCPU VM: `lat` p50
+    /// about 0.8 µs lower with both sides owning (examples/bench/PROFILE.md).
+    ///
+    /// The bound it keeps: what the owning leader does not hear while it waits (a new
+    /// connection to accept, a connection opened meanwhile by another thread, timers, a
+    /// wake-up such as shutdown's) waits at most 1 ms (a run of owned reads ends with a poll
+    /// after that) plus one receive timeout (200 µs, which the kernel rounds up to its tick:
+    /// 4 ms at 250 Hz). An owned read that brings no complete message (the peer stalls, or
+    /// sends a part) makes the leader poll until a message comes by the poll again, so a
+    /// stalling peer costs that bound once, not per turn. A connection with bytes queued to
+    /// send, a TLS connection, and a leader within 20 ms of its deadline are never owned.
+    /// Off: the leader always polls.
+    #[must_use]
+    pub fn owned_reads(mut self, on: bool) -> Self {
+        self.config.owned_reads = on;
+        self
+    }
+
     /// Soft bound of one connection's outgoing queue, in bytes (default 4 MiB; each queued
     /// buffer is charged 64 bytes more for the memory it holds).
     ///

@@ -43,6 +43,15 @@
 //! | the ready list | [`Reactor`] | [`Queue`]'s own lock | pushed by the leader or by a thread that wakes it next; popped by the leader |
 //! | the standby's poll set | `Standby` | its mutex | the one standby thread; armed by the leader |
 //! | the alarm's armed time | `Alarm` | its mutex (a lock-free read first) | any thread setting a timer; reset by whoever polls its expiry |
+//! | when a run of owned reads must end (`MainPoll`'s third part) | [`Reactor`] | the poll lock | the leader |
+//!
+//! **Owned reads.** Instead of polling, the leader may wait in one connection's `recv`
+//! ([`try_own`](Reactor::try_own), the rules in `server/leader.rs`): only while that
+//! connection is the only one registered, and holding the poll lock meanwhile, so that it is
+//! the one poller (an upcall thread's `poll_now` then sees someone polling). Other sources (a
+//! listener's new connections, the waker, the alarm, a connection registered meanwhile) are
+//! not heard during such a wait: a run of owned reads ends with a poll once it has lasted
+//! [`OWNED_RUN`], so they wait at most that plus one wait's receive timeout.
 
 use crate::sync::std_lock as lock;
 use crate::sync::Queue;
@@ -55,8 +64,11 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+/// How long a run of owned reads may go without a poll (see the module docs).
+pub(crate) const OWNED_RUN: Duration = Duration::from_millis(1);
 
 /// The waker's token (never a slab index).
 pub(crate) const WAKER: Token = Token(usize::MAX);
@@ -91,6 +103,18 @@ pub(crate) struct Polled {
     pub(crate) alarm: bool,
 }
 
+/// The main poll set, its events buffer, and when the current run of owned reads must end
+/// with a poll (`None`: no owned read since the last poll; see [`Reactor::try_own`]).
+type MainPoll = (Poll, Events, Option<Instant>);
+
+/// The leader's permission to wait in the `recv` of [`conn`](Self::conn) instead of polling
+/// ([`Reactor::try_own`]): it holds the poll lock, so no one polls meanwhile.
+pub(crate) struct Owning<'a, E> {
+    _poll: MutexGuard<'a, MainPoll>,
+    /// The one connection registered.
+    pub(crate) conn: E,
+}
+
 /// One readiness event, resolved to its entry.
 #[derive(Debug)]
 pub(crate) struct Ready<E> {
@@ -113,7 +137,7 @@ pub(crate) struct Ready<E> {
 ///   it, and whoever pops it checks whether it is still open.
 #[derive(Debug)]
 pub(crate) struct Reactor<E> {
-    poll: Mutex<(Poll, Events)>,
+    poll: Mutex<MainPoll>,
     registry: Registry,
     waker: Waker,
     slots: Mutex<(Slab<Slot<E>>, u32)>,
@@ -257,7 +281,7 @@ impl<E: Clone> Reactor<E> {
             registered,
         };
         Ok(Reactor {
-            poll: Mutex::new((poll, Events::with_capacity(256))),
+            poll: Mutex::new((poll, Events::with_capacity(256), None)),
             registry,
             waker,
             slots: Mutex::new((Slab::new(), 0)),
@@ -513,6 +537,40 @@ impl<E: Clone> Reactor<E> {
         polled
     }
 
+    /// The leader may wait in a connection's `recv` instead of polling (an owned read): if the
+    /// ready list is empty, the last poll did not fill its buffer, no other thread is in the
+    /// poll, the run of owned reads since the last poll is under [`OWNED_RUN`], and exactly
+    /// one connection is registered (listeners aside), which it returns with the poll lock.
+    /// The leader waits with the lock held and drops it after.
+    pub(crate) fn try_own(&self) -> Option<Owning<'_, E>> {
+        if !self.ready.is_empty() || self.full.load(Ordering::Relaxed) {
+            return None;
+        }
+        let mut g = self.poll.try_lock().ok()?;
+        let sole = {
+            let slots = lock(&self.slots);
+            let mut conns = slots.0.iter().filter_map(|(_, s)| match &s.entry {
+                Entry::Conn(c) => Some(c),
+                Entry::Listener(_) => None,
+            });
+            match (conns.next(), conns.next()) {
+                (Some(c), None) => c.clone(),
+                _ => return None,
+            }
+        };
+        let now = Instant::now();
+        match g.2 {
+            None => g.2 = Some(now.checked_add(OWNED_RUN)?),
+            // Time for a poll: the sources an owned read does not hear.
+            Some(end) if now >= end => return None,
+            Some(_) => {}
+        }
+        Some(Owning {
+            _poll: g,
+            conn: sole,
+        })
+    }
+
     /// Waits for readiness (leader only) and hands each resolved event to `handle`, without
     /// collecting them. Says how many events it handled (0: a wake-up or a timeout) and
     /// whether the alarm fired: then a timer is due, and the alarm is not armed until the
@@ -530,11 +588,13 @@ impl<E: Clone> Reactor<E> {
     /// (or the alarm) fired.
     fn poll_locked(
         &self,
-        g: &mut (Poll, Events),
+        g: &mut MainPoll,
         timeout: Option<Duration>,
         mut handle: impl FnMut(Ready<E>),
     ) -> io::Result<(Polled, bool)> {
-        let (poll, events) = g;
+        let (poll, events, owned_until) = g;
+        // A poll ends a run of owned reads (`try_own`).
+        *owned_until = None;
         match poll.poll(events, timeout) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {

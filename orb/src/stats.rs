@@ -35,6 +35,7 @@ pub(crate) struct Stats {
     pub(crate) tls_handshake_failures: AtomicU64,
     pub(crate) tls_handshake_timeouts: AtomicU64,
     pub(crate) tls_errors: AtomicU64,
+    pub(crate) owned_reads: AtomicU64,
 }
 
 /// A snapshot of an ORB's counters.
@@ -114,6 +115,9 @@ pub struct OrbStats {
     /// TLS connections closed after their handshake because the peer sent records that did
     /// not decrypt or broke TLS.
     pub tls_errors: u64,
+    /// Reads in which the leader waited in a connection's `recv` instead of polling (owned
+    /// reads, see [`OrbBuilder::owned_reads`](crate::OrbBuilder::owned_reads)).
+    pub owned_reads: u64,
 }
 
 impl Stats {
@@ -149,6 +153,7 @@ impl Stats {
             tls_handshake_failures: r(&self.tls_handshake_failures),
             tls_handshake_timeouts: r(&self.tls_handshake_timeouts),
             tls_errors: r(&self.tls_errors),
+            owned_reads: r(&self.owned_reads),
         }
     }
 

@@ -12,6 +12,8 @@ use std::net::TcpStream;
 
 /// A non-blocking byte stream, read and written through shared references (as `&TcpStream`
 /// is): the leader reads while any thread writes, each under its own lock of the connection.
+/// (A plain socket switched for owned reads is in blocking mode, but its reader and writer
+/// never wait: see `stream`.)
 ///
 /// Reads and writes return `WouldBlock` when the stream has nothing to give or no room; a
 /// read of 0 bytes is the end of the stream. The halves are std's [`Read`] and [`Write`] so
@@ -23,6 +25,18 @@ pub(crate) trait Io: Send + Sync + Debug {
     /// The write half (`write_vectored` is what the write path calls; `flush` pushes out
     /// what the stream holds of its own, `WouldBlock` if the stream cannot take it yet).
     fn writer(&self) -> impl Write + '_;
+    /// Makes the stream ready for owned reads (a plain socket: blocking mode and a receive
+    /// timeout, see `stream`): false if it cannot have them (the default).
+    fn prepare_owned_read(&self) -> bool {
+        false
+    }
+    /// The read half; with `wait` (an owned read, only after
+    /// [`prepare_owned_read`](Self::prepare_owned_read) said yes) its first read waits for
+    /// bytes, at most the stream's receive timeout.
+    fn reader_waiting(&self, wait: bool) -> impl Source + '_ {
+        let _ = wait;
+        self.reader()
+    }
     /// Whether the stream holds bytes of its own to write (a TLS session's records that the
     /// socket did not take): the write path then flushes and keeps its writable interest even
     /// with an empty queue. Checked under the connection's write lock by the writing thread
@@ -49,6 +63,15 @@ impl Io for Stream {
     fn wants_write_call(&self) -> bool {
         Stream::wants_write_call(self)
     }
+
+    fn prepare_owned_read(&self) -> bool {
+        Stream::prepare_owned_read(self)
+    }
+
+    #[inline]
+    fn reader_waiting(&self, wait: bool) -> impl Source + '_ {
+        Stream::reader_waiting(self, wait)
+    }
 }
 
 impl Io for TcpStream {
@@ -73,7 +96,9 @@ impl Source for &TcpStream {
 impl Source for StreamReader<'_> {
     fn read_large(&mut self, buf: &mut Vec<u8>, want: u64) -> std::io::Result<usize> {
         match self {
-            StreamReader::Plain(s) => s.read_large(buf, want),
+            // Not std's `read_to_end`: its reads would wait on a socket switched to blocking
+            // mode for owned reads.
+            StreamReader::Plain(s, _) => crate::stream::recv_large(s, buf, want),
             StreamReader::Tls(t) => t.by_ref().take(want).read_to_end(buf),
         }
     }

@@ -75,6 +75,14 @@ pub(crate) struct ReadState {
     sweep_mark: Option<((u64, u32), Instant)>,
     /// The minor version of the last GIOP header received (see `note_header_version`).
     version_seen: Option<u8>,
+    /// Owned reads (see `server/leader.rs`): the socket was switched for them (`Some(true)`),
+    /// refused the switch (`Some(false)`), or has not been asked (`None`).
+    owned_mode: Option<bool>,
+    /// The last read that decides it gave a complete frame: an owned read may wait for the
+    /// next. An owned read that gives none (its wait timed out, or a part of a frame came)
+    /// clears it, and the leader polls until a read from the poll brings a frame: so a peer
+    /// that stalls, or trickles, holds the leader in `recv` once, not on every turn.
+    own_ok: bool,
 }
 
 /// Smallest allocation for received bytes that frames are split from (as tokio's `FramedRead`
@@ -113,7 +121,25 @@ impl ReadState {
             version_seen: None,
             bytes_in: 0,
             sweep_mark: None,
+            owned_mode: None,
+            own_ok: true,
         }
+    }
+
+    /// Whether the leader may wait in this connection's `recv` now: the last read gave a
+    /// frame, no decoded frame or large frame is pending, and the peer has not closed.
+    pub(crate) fn may_own(&self) -> bool {
+        self.own_ok
+            && self.frames.is_empty()
+            && self.large.is_none()
+            && !self.read_closed
+            && self.owned_mode != Some(false)
+    }
+
+    /// Notes whether the last read (owned or from the poll) brought a frame: see `own_ok`.
+    #[inline]
+    pub(crate) fn note_read_gave_frame(&mut self, gave: bool) {
+        self.own_ok = gave;
     }
 
     /// Takes received bytes and decodes every complete frame in them.
@@ -345,13 +371,24 @@ impl<S: Io> Connection<S> {
 
     /// Reads the stream into `rs` (this connection's read state, locked by the caller: the
     /// leader) until `WouldBlock`, the read budget or enough queued frames; see
-    /// [`ReadState::read_from`]. `Ok(false)` at the end of the stream.
+    /// [`ReadState::read_from`]. `Ok(false)` at the end of the stream. With `wait` (an owned
+    /// read, after [`prepare_owned_read`](Self::prepare_owned_read)), the first `recv` waits
+    /// for bytes, at most the socket's receive timeout; if none came, nothing was read.
     pub(crate) fn read_available(
         &self,
         rs: &mut ReadState,
         stats: &Stats,
+        wait: bool,
     ) -> Result<bool, ReadError> {
-        rs.read_from(self.io.reader(), stats)
+        rs.read_from(self.io.reader_waiting(wait), stats)
+    }
+
+    /// Makes the stream ready for owned reads, once (a plain socket goes to blocking mode
+    /// with a receive timeout: `stream::OWNED_WAIT`, which the kernel rounds up to its
+    /// tick): whether it has them (not TLS, nor a socket that refused).
+    pub(crate) fn prepare_owned_read(&self, rs: &mut ReadState) -> bool {
+        *rs.owned_mode
+            .get_or_insert_with(|| self.io.prepare_owned_read())
     }
 
     /// Brings the ORB's read-buffer gauge up to date with the `now` bytes this connection

@@ -871,7 +871,7 @@ fn frames_split_across_reads_come_out_whole() {
     let mut got = Vec::new();
     for chunk in data.chunks(7) {
         io::Write::write_all(&mut &peer, chunk).unwrap();
-        assert!(conn.read_available(&mut rs, &stats).unwrap());
+        assert!(conn.read_available(&mut rs, &stats, false).unwrap());
         assert!(!rs.maybe_readable());
         got.extend(take_requests(&mut rs));
     }
@@ -902,7 +902,7 @@ fn a_large_frame_arrives_whole_through_a_small_pipe() {
         // Again while it may have more, as the leader does (from the ready list): the large
         // frame alone is over the bound on frames held, which ends a visit.
         loop {
-            assert!(conn.read_available(&mut rs, &stats).unwrap());
+            assert!(conn.read_available(&mut rs, &stats, false).unwrap());
             got.extend(take_requests(&mut rs));
             if !rs.maybe_readable() {
                 break;
@@ -923,7 +923,7 @@ fn a_frame_over_the_size_limit_is_a_frame_error() {
     hdr.extend_from_slice(&[0; 100]);
     io::Write::write_all(&mut &peer, &hdr).unwrap();
     let mut rs = lock(&conn.read);
-    let r = conn.read_available(&mut rs, &Stats::default());
+    let r = conn.read_available(&mut rs, &Stats::default(), false);
     assert!(matches!(r, Err(ReadError::Frame(_))), "{r:?}");
     assert!(rs.large.is_none());
     assert_eq!(
@@ -947,10 +947,10 @@ fn the_end_of_the_stream_is_an_error_only_inside_a_frame() {
         // The reactor reports the peer's FIN with the data: read on until the end.
         conn.mark_readable(true);
         let mut rs = conn.read_state();
-        assert!(conn.read_available(&mut rs, &stats).unwrap());
+        assert!(conn.read_available(&mut rs, &stats, false).unwrap());
         assert!(rs.maybe_readable(), "stopped before the end of the stream");
         assert!(
-            !conn.read_available(&mut rs, &stats).unwrap(),
+            !conn.read_available(&mut rs, &stats, false).unwrap(),
             "no end seen"
         );
         if cut < data.len() {
@@ -975,7 +975,7 @@ fn the_read_buffer_gauge_follows_a_partial_frame() {
     conn.mark_readable(false);
     let mut rs = conn.read_state();
     assert!(rs.maybe_readable());
-    assert!(conn.read_available(&mut rs, &stats).unwrap());
+    assert!(conn.read_available(&mut rs, &stats, false).unwrap());
     assert_eq!(take_requests(&mut rs), [1]);
     conn.account_buffered(rs.buffered(), &stats);
     drop(rs);

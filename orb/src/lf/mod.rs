@@ -11,7 +11,7 @@
 //! | a participant's completion slot | its own mutex; written before the promotion lock is taken to notify | the leader (reply), `close`, the owner |
 //! | a task's completion slot and `Waker` (an asynchronous call: `waiter.rs`) | its own mutex; the waker is called after it is released | the leader (reply, deadline), `close`, the future |
 //! | the reactor (`mio::Poll`) | the leader role | the leader only |
-//! | reading a socket | the leader role | the leader only |
+//! | reading a socket | the leader role | the leader only (also when it waits in a socket's `recv` instead of the poll: an owned read, `server/leader.rs`) |
 //! | writing a socket | the connection's write lock | anyone |
 //!
 //! A participant's states (h2-style diagram):

@@ -22,6 +22,27 @@
 //! messages; an accept that failed (out of file descriptors) is retried after a back-off,
 //! since the connections left in the listen backlog raise no new readiness event.
 
+//!
+//! **Owned reads** ([`OrbBuilder::owned_reads`](crate::OrbBuilder::owned_reads)). Where the
+//! leader would poll, it may instead wait in a connection's `recv` (`read_owned`): one system
+//! call per message where the poll and the read are two, as omniORB's thread per connection
+//! has it. It is still the leader reading (the role is the permission to read a socket), and
+//! it holds the poll lock while it waits, so no one polls meanwhile. The rules, each closing a
+//! way to miss an event:
+//! - Only while the connection is the only one registered (listeners aside), plain TCP, with
+//!   no bytes queued to send (their flush needs the writable event) and no frame or large
+//!   frame pending in its read state, and not for a turn of an event-loop driver (it must
+//!   return) or a leader within `OWNED_DEADLINE_MARGIN` of its deadline.
+//! - The socket is switched to blocking mode once, with a receive timeout
+//!   (`stream::OWNED_WAIT`); every other read and write passes `MSG_DONTWAIT`.
+//! - What the wait does not hear (a new connection on a listener, a connection another thread
+//!   registers, timers, the waker: shutdown, say) waits at most `reactor::OWNED_RUN` (a run of
+//!   owned reads then ends with a poll) plus one receive timeout, rounded up to the kernel's
+//!   tick. A close from another thread shuts the socket down, which ends the wait at once.
+//! - A wait that brings no whole frame (the timeout, or a part of one) makes the leader poll
+//!   until a read from the poll brings a frame (`ReadState::may_own`), so a peer that stalls
+//!   or trickles costs the bound once, not on every turn.
+
 use crate::connection::{CloseCause, Connection, Origin, ReadError, MAX_LISTEN_POINTS};
 use crate::exception::{minor, CompletionStatus, SystemException, SystemExceptionKind};
 use crate::giop::{
@@ -39,6 +60,10 @@ use bytes::{Bytes, BytesMut};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// A leader whose deadline is this close polls rather than wait in an owned read, whose
+/// receive timeout the kernel rounds up to its tick (up to 10 ms at 100 Hz).
+const OWNED_DEADLINE_MARGIN: Duration = Duration::from_millis(20);
 
 // Short-lived on the stack; boxing the upcall would add an allocation per request.
 #[allow(clippy::large_enum_variant)]
@@ -213,10 +238,22 @@ impl OrbInner {
         // than through the ready list (whose lock and reference count cost more than the
         // rest of reading a small request); the others queue behind it on the list.
         let mut first = None;
+        // What an owned read (in place of the poll) brought: the connection's first frame.
+        let mut owned = None;
         loop {
-            while let Some(conn) = first.take().or_else(|| self.reactor.pop_ready()) {
-                let Some((frame, buffered)) = self.service(&conn, held, keep) else {
-                    continue;
+            loop {
+                let (conn, frame, buffered) = match owned.take() {
+                    Some(got) => got,
+                    None => {
+                        let Some(conn) = first.take().or_else(|| self.reactor.pop_ready()) else {
+                            break;
+                        };
+                        let Some((frame, buffered)) = self.service(&conn, held, keep, &mut false)
+                        else {
+                            continue;
+                        };
+                        (conn, frame, buffered)
+                    }
                 };
                 if !keep {
                     let request = matches!(frame.message, Message::Request(_));
@@ -267,6 +304,14 @@ impl OrbInner {
             if polled || self.lf.is_shutdown() {
                 return Lead::Idle;
             }
+            if !keep && !p.turn {
+                if let Some(got) = self.read_owned(until, held) {
+                    // The owned read stands for the turn's poll.
+                    owned = got;
+                    polled = true;
+                    continue;
+                }
+            }
             let timeout = self.poll_timeout(until);
             match self
                 .reactor
@@ -284,6 +329,29 @@ impl OrbInner {
             }
             polled = true;
         }
+    }
+
+    /// An owned read in place of the leader's poll (see the module docs): `None` if the
+    /// rules do not allow one now (the leader polls); else what it brought, the connection's
+    /// first frame (with whether more are buffered) if any.
+    fn read_owned(
+        &self,
+        until: Option<Until>,
+        held: &mut Option<Arc<Connection>>,
+    ) -> Option<Option<(Arc<Connection>, Frame, bool)>> {
+        if !self.config.owned_reads
+            || until.is_some_and(|u| u.left() < OWNED_DEADLINE_MARGIN)
+            || !self.reactor.alarm_works()
+        {
+            return None;
+        }
+        let owning = self.reactor.try_own()?;
+        let conn = owning.conn.clone();
+        let mut own = true;
+        let got = self.service(&conn, held, false, &mut own);
+        // The poll lock, held through the wait.
+        drop(owning);
+        (own || got.is_some()).then(|| got.map(|(frame, buffered)| (conn, frame, buffered)))
     }
 
     /// Before a request is dispatched: while more requests of the same read wait in
@@ -356,12 +424,18 @@ impl OrbInner {
     /// Writes held by the leader are released before it reads the socket, so that a hold
     /// spans one read's worth of frames at most (unless `keep`: a driver's turn holds them
     /// to its end, as the tasks they are held for run only after it).
+    ///
+    /// With `own` set, the read may be an owned one (see [`read_owned`](Self::read_owned)):
+    /// if the connection allows it, its first `recv` waits for bytes. `own` says on return
+    /// whether it did.
     fn service(
         &self,
         conn: &Arc<Connection>,
         held: &mut Option<Arc<Connection>>,
         keep: bool,
+        own: &mut bool,
     ) -> Option<(Frame, bool)> {
+        let want_own = std::mem::take(own);
         if conn.is_closed() {
             return None;
         }
@@ -394,7 +468,14 @@ impl OrbInner {
         let mut rs = conn.read_state();
         let mut frame = rs.poll_frame();
         let mut eof = false;
-        if frame.is_none() && rs.maybe_readable() {
+        // Nothing queued to send either: its flush needs the writable event, which the
+        // owned read would not hear.
+        let owning = want_own
+            && frame.is_none()
+            && rs.may_own()
+            && conn.queued_bytes() == 0
+            && conn.prepare_owned_read(&mut rs);
+        if frame.is_none() && (owning || rs.maybe_readable()) {
             if !keep && (held.is_some() || (batching && conn.hold_is_kept())) {
                 // The replies held for the last read's requests go out before the next
                 // read (see `hold_for_batch`).
@@ -405,7 +486,11 @@ impl OrbInner {
                 }
                 rs = conn.read_state();
             }
-            let read = conn.read_available(&mut rs, &self.stats);
+            if owning {
+                *own = true;
+                self.stats.owned_reads.fetch_add(1, Ordering::Relaxed);
+            }
+            let read = conn.read_available(&mut rs, &self.stats, owning);
             if let Some(minor) = rs.version_seen() {
                 // Before the frames are handled: a frame that failed to decode counts too.
                 conn.note_version(minor);
@@ -437,6 +522,7 @@ impl OrbInner {
                 }
             }
             frame = rs.poll_frame();
+            rs.note_read_gave_frame(frame.is_some());
         }
         conn.account_buffered(rs.buffered(), &self.stats);
         let buffered = rs.has_frames();
