@@ -103,14 +103,24 @@ pub(crate) struct Polled {
     pub(crate) alarm: bool,
 }
 
-/// The main poll set, its events buffer, and when the current run of owned reads must end
-/// with a poll (`None`: no owned read since the last poll; see [`Reactor::try_own`]).
-type MainPoll = (Poll, Events, Option<Instant>);
+/// The main poll set and its events buffer, with what owned reads keep (the leader's, under
+/// the poll lock; see [`Reactor::try_own`]).
+#[derive(Debug)]
+struct MainPoll<E> {
+    poll: Poll,
+    events: Events,
+    /// When the current run of owned reads must end with a poll (`None`: no owned read since
+    /// the last poll).
+    owned_until: Option<Instant>,
+    /// The one connection registered, if exactly one is, as of the slot table's change count
+    /// (`Reactor::slots_changed`) given with it: looked up again only when that moved.
+    sole: Option<(u64, Option<E>)>,
+}
 
 /// The leader's permission to wait in the `recv` of [`conn`](Self::conn) instead of polling
 /// ([`Reactor::try_own`]): it holds the poll lock, so no one polls meanwhile.
 pub(crate) struct Owning<'a, E> {
-    _poll: MutexGuard<'a, MainPoll>,
+    _poll: MutexGuard<'a, MainPoll<E>>,
     /// The one connection registered.
     pub(crate) conn: E,
 }
@@ -137,10 +147,13 @@ pub(crate) struct Ready<E> {
 ///   it, and whoever pops it checks whether it is still open.
 #[derive(Debug)]
 pub(crate) struct Reactor<E> {
-    poll: Mutex<MainPoll>,
+    poll: Mutex<MainPoll<E>>,
     registry: Registry,
     waker: Waker,
     slots: Mutex<(Slab<Slot<E>>, u32)>,
+    /// Bumped (under `slots`' lock) whenever an entry is added or removed: tells the leader
+    /// whether what it knows of the entries (`MainPoll::sole`) still holds.
+    slots_changed: AtomicU64,
     ready: Queue<E>,
     standby: Standby,
     /// The last poll filled its `Events` buffer: more events may be waiting in the poll set,
@@ -281,7 +294,13 @@ impl<E: Clone> Reactor<E> {
             registered,
         };
         Ok(Reactor {
-            poll: Mutex::new((poll, Events::with_capacity(256), None)),
+            poll: Mutex::new(MainPoll {
+                poll,
+                events: Events::with_capacity(256),
+                owned_until: None,
+                sole: None,
+            }),
+            slots_changed: AtomicU64::new(0),
             registry,
             waker,
             slots: Mutex::new((Slab::new(), 0)),
@@ -404,6 +423,7 @@ impl<E: Clone> Reactor<E> {
             gen: gen_now,
             entry,
         });
+        self.slots_changed.fetch_add(1, Ordering::Release);
         out
     }
 
@@ -423,6 +443,7 @@ impl<E: Clone> Reactor<E> {
         let gen = (token >> 32) as u32;
         if g.0.get(idx).is_some_and(|s| s.gen == gen) {
             g.0.remove(idx);
+            self.slots_changed.fetch_add(1, Ordering::Release);
         }
     }
 
@@ -492,6 +513,7 @@ impl<E: Clone> Reactor<E> {
                 self.deregister(&*l);
             }
         }
+        self.slots_changed.fetch_add(1, Ordering::Release);
     }
 
     /// Interrupts the leader's `poll`.
@@ -541,26 +563,35 @@ impl<E: Clone> Reactor<E> {
     /// ready list is empty, the last poll did not fill its buffer, no other thread is in the
     /// poll, the run of owned reads since the last poll is under [`OWNED_RUN`], and exactly
     /// one connection is registered (listeners aside), which it returns with the poll lock.
-    /// The leader waits with the lock held and drops it after.
-    pub(crate) fn try_own(&self) -> Option<Owning<'_, E>> {
+    /// The leader waits with the lock held and drops it after. `now`: a clock reading the
+    /// caller has at hand, microseconds old (else one is taken).
+    pub(crate) fn try_own(&self, now: Option<Instant>) -> Option<Owning<'_, E>> {
         if !self.ready.is_empty() || self.full.load(Ordering::Relaxed) {
             return None;
         }
         let mut g = self.poll.try_lock().ok()?;
-        let sole = {
-            let slots = lock(&self.slots);
-            let mut conns = slots.0.iter().filter_map(|(_, s)| match &s.entry {
-                Entry::Conn(c) => Some(c),
-                Entry::Listener(_) => None,
-            });
-            match (conns.next(), conns.next()) {
-                (Some(c), None) => c.clone(),
-                _ => return None,
+        let changed = self.slots_changed.load(Ordering::Acquire);
+        let sole = match &g.sole {
+            Some((seen, sole)) if *seen == changed => sole.clone()?,
+            _ => {
+                let slots = lock(&self.slots);
+                let mut conns = slots.0.iter().filter_map(|(_, s)| match &s.entry {
+                    Entry::Conn(c) => Some(c),
+                    Entry::Listener(_) => None,
+                });
+                let sole = match (conns.next(), conns.next()) {
+                    (Some(c), None) => Some(c.clone()),
+                    _ => None,
+                };
+                // Read under the lock, so that it goes with what the table held.
+                let changed = self.slots_changed.load(Ordering::Relaxed);
+                g.sole = Some((changed, sole.clone()));
+                sole?
             }
         };
-        let now = Instant::now();
-        match g.2 {
-            None => g.2 = Some(now.checked_add(OWNED_RUN)?),
+        let now = now.unwrap_or_else(Instant::now);
+        match g.owned_until {
+            None => g.owned_until = Some(now.checked_add(OWNED_RUN)?),
             // Time for a poll: the sources an owned read does not hear.
             Some(end) if now >= end => return None,
             Some(_) => {}
@@ -588,13 +619,20 @@ impl<E: Clone> Reactor<E> {
     /// (or the alarm) fired.
     fn poll_locked(
         &self,
-        g: &mut MainPoll,
+        g: &mut MainPoll<E>,
         timeout: Option<Duration>,
         mut handle: impl FnMut(Ready<E>),
     ) -> io::Result<(Polled, bool)> {
-        let (poll, events, owned_until) = g;
-        // A poll ends a run of owned reads (`try_own`).
-        *owned_until = None;
+        // A poll ends a run of owned reads (`try_own`), and lets go of a connection that
+        // is no longer the only one (or registered at all).
+        g.owned_until = None;
+        if g.sole
+            .as_ref()
+            .is_some_and(|(seen, _)| *seen != self.slots_changed.load(Ordering::Relaxed))
+        {
+            g.sole = None;
+        }
+        let MainPoll { poll, events, .. } = g;
         match poll.poll(events, timeout) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {

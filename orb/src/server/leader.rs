@@ -29,8 +29,9 @@
 //! has it. It is still the leader reading (the role is the permission to read a socket), and
 //! it holds the poll lock while it waits, so no one polls meanwhile. The rules, each closing a
 //! way to miss an event:
-//! - Only while the connection is the only one registered (listeners aside), plain TCP, with
-//!   no bytes queued to send (their flush needs the writable event) and no frame or large
+//! - Only while the connection is the only one registered (listeners aside), plain TCP,
+//!   connected, with no bytes queued to send (their flush needs the writable event; so does
+//!   the connect's completion) and no frame or large
 //!   frame pending in its read state, and not for a turn of an event-loop driver (it must
 //!   return) or a leader within `OWNED_DEADLINE_MARGIN` of its deadline.
 //! - The socket is switched to blocking mode once, with a receive timeout
@@ -345,7 +346,8 @@ impl OrbInner {
         {
             return None;
         }
-        let owning = self.reactor.try_own()?;
+        // The deadline's clock reading, taken just before this turn, if there is one.
+        let owning = self.reactor.try_own(until.map(|u| u.now))?;
         let conn = owning.conn.clone();
         let mut own = true;
         let got = self.service(&conn, held, false, &mut own);
@@ -470,10 +472,13 @@ impl OrbInner {
         let mut eof = false;
         // Nothing queued to send either: its flush needs the writable event, which the
         // owned read would not hear.
+        // Nor while it connects: its completion is a writable event too, and a `recv` on a
+        // socket not yet connected fails.
         let owning = want_own
             && frame.is_none()
             && rs.may_own()
             && conn.queued_bytes() == 0
+            && !conn.is_connecting()
             && conn.prepare_owned_read(&mut rs);
         if frame.is_none() && (owning || rs.maybe_readable()) {
             if !keep && (held.is_some() || (batching && conn.hold_is_kept())) {
@@ -488,7 +493,9 @@ impl OrbInner {
             }
             if owning {
                 *own = true;
-                self.stats.owned_reads.fetch_add(1, Ordering::Relaxed);
+                // The leader's own counter, under the poll lock: no read-modify-write.
+                let n = self.stats.owned_reads.load(Ordering::Relaxed);
+                self.stats.owned_reads.store(n + 1, Ordering::Relaxed);
             }
             let read = conn.read_available(&mut rs, &self.stats, owning);
             if let Some(minor) = rs.version_seen() {
