@@ -256,7 +256,13 @@ impl OrbBuilder {
     /// leader waits for its next message in the socket's `recv` instead of in the event
     /// loop's poll and then `recv`, one system call fewer per message, as a thread per
     /// connection would (omniORB's model). Measured on the benchmarks' 2-vCPU VM: `lat` p50
-    /// about 0.8 µs lower with both sides owning (examples/bench/PROFILE.md).
+    /// about 0.6 µs lower with both sides owning (examples/bench/PROFILE.md).
+    ///
+    /// An ORB that listens owns only a connection it accepted: one that calls out while it
+    /// listens expects callbacks, and a peer calling back over a new connection would wait
+    /// for the owned read to time out before it is accepted. So a client gets owned reads
+    /// with [`no_listen`](Self::no_listen) (a client that takes no callbacks needs no
+    /// listener anyway), a server while one client is connected.
     ///
     /// The bound it keeps: what the owning leader does not hear while it waits (a new
     /// connection to accept, a connection opened meanwhile by another thread, timers, a

@@ -112,9 +112,10 @@ struct MainPoll<E> {
     /// When the current run of owned reads must end with a poll (`None`: no owned read since
     /// the last poll).
     owned_until: Option<Instant>,
-    /// The one connection registered, if exactly one is, as of the slot table's change count
-    /// (`Reactor::slots_changed`) given with it: looked up again only when that moved.
-    sole: Option<(u64, Option<E>)>,
+    /// The one connection registered, if exactly one is, and whether a listener is, as of
+    /// the slot table's change count (`Reactor::slots_changed`) given with them: looked up
+    /// again only when that moved.
+    sole: Option<(u64, Option<E>, bool)>,
 }
 
 /// The leader's permission to wait in the `recv` of [`conn`](Self::conn) instead of polling
@@ -123,6 +124,8 @@ pub(crate) struct Owning<'a, E> {
     _poll: MutexGuard<'a, MainPoll<E>>,
     /// The one connection registered.
     pub(crate) conn: E,
+    /// Whether a listener is registered too.
+    pub(crate) listening: bool,
 }
 
 /// One readiness event, resolved to its entry.
@@ -571,22 +574,29 @@ impl<E: Clone> Reactor<E> {
         }
         let mut g = self.poll.try_lock().ok()?;
         let changed = self.slots_changed.load(Ordering::Acquire);
-        let sole = match &g.sole {
-            Some((seen, sole)) if *seen == changed => sole.clone()?,
+        let (sole, listening) = match &g.sole {
+            Some((seen, sole, listening)) if *seen == changed => (sole.clone()?, *listening),
             _ => {
                 let slots = lock(&self.slots);
-                let mut conns = slots.0.iter().filter_map(|(_, s)| match &s.entry {
-                    Entry::Conn(c) => Some(c),
-                    Entry::Listener(_) => None,
-                });
-                let sole = match (conns.next(), conns.next()) {
-                    (Some(c), None) => Some(c.clone()),
-                    _ => None,
-                };
+                let (mut conns, mut listening) = (0, false);
+                let mut sole = None;
+                for (_, s) in slots.0.iter() {
+                    match &s.entry {
+                        Entry::Conn(c) => {
+                            conns += 1;
+                            if conns > 1 {
+                                sole = None;
+                                break;
+                            }
+                            sole = Some(c.clone());
+                        }
+                        Entry::Listener(_) => listening = true,
+                    }
+                }
                 // Read under the lock, so that it goes with what the table held.
                 let changed = self.slots_changed.load(Ordering::Relaxed);
-                g.sole = Some((changed, sole.clone()));
-                sole?
+                g.sole = Some((changed, sole.clone(), listening));
+                (sole?, listening)
             }
         };
         let now = now.unwrap_or_else(Instant::now);
@@ -599,6 +609,7 @@ impl<E: Clone> Reactor<E> {
         Some(Owning {
             _poll: g,
             conn: sole,
+            listening,
         })
     }
 
@@ -628,7 +639,7 @@ impl<E: Clone> Reactor<E> {
         g.owned_until = None;
         if g.sole
             .as_ref()
-            .is_some_and(|(seen, _)| *seen != self.slots_changed.load(Ordering::Relaxed))
+            .is_some_and(|(seen, ..)| *seen != self.slots_changed.load(Ordering::Relaxed))
         {
             g.sole = None;
         }

@@ -296,3 +296,51 @@ fn a_stalled_owned_peer_does_not_hold_other_clients() {
         server.shutdown();
     });
 }
+
+/// An ORB that listens does not own a connection it opened (it expects callbacks, which may
+/// come over a new connection while it waits), but a server owns its one client's
+/// connection. A nested callback chain over two connections (each side calls the other back
+/// through its listener) completes, every level on its way.
+#[test]
+fn a_listening_caller_does_not_own_its_outbound_connection() {
+    within(120, || {
+        let server = protorb::Orb::builder().threads(2).build().unwrap();
+        let (_s, r) = activate_echo(&server);
+        let client_orb = protorb::Orb::builder().threads(1).build().unwrap();
+        assert!(!client_orb.listen_addrs().is_empty());
+        let client = EchoClient::new(&client_orb, r);
+        for c in 0..100 {
+            let reply = client
+                .echo(Payload {
+                    thread: 0,
+                    call: c,
+                    data: vec![5; 32],
+                })
+                .unwrap();
+            assert_eq!(reply.call, c);
+        }
+        assert_eq!(
+            client_orb.stats().owned_reads,
+            0,
+            "a listening caller owned"
+        );
+        assert!(server.stats().owned_reads > 0, "the server never owned");
+        client_orb.shutdown();
+        server.shutdown();
+
+        let a = protorb::Orb::builder().threads(1).build().unwrap();
+        let b = protorb::Orb::builder().threads(1).build().unwrap();
+        let a_ref = orb_tests::activate_node(&a, "a");
+        let b_ref = orb_tests::activate_node(&b, "b");
+        let reply = orb_tests::orbtest::NodeClient::new(&a, b_ref)
+            .ping(orb_tests::orbtest::PingRequest {
+                depth: 50,
+                peer: Some(a_ref),
+                sleep_micros: 0,
+            })
+            .unwrap();
+        assert_eq!(reply.depth_reached, 50);
+        a.shutdown();
+        b.shutdown();
+    });
+}

@@ -29,7 +29,8 @@
 //! has it. It is still the leader reading (the role is the permission to read a socket), and
 //! it holds the poll lock while it waits, so no one polls meanwhile. The rules, each closing a
 //! way to miss an event:
-//! - Only while the connection is the only one registered (listeners aside), plain TCP,
+//! - Only while the connection is the only one registered (listeners aside, but not while
+//!   listening for a connection we opened: a process calling out expects callbacks), plain TCP,
 //!   connected, with no bytes queued to send (their flush needs the writable event; so does
 //!   the connect's completion) and no frame or large
 //!   frame pending in its read state, and not for a turn of an event-loop driver (it must
@@ -53,7 +54,7 @@ use crate::giop::{
 use crate::lf::{Driver, Lead, Participant, Until};
 use crate::metadata::Metadata;
 use crate::orb::OrbInner;
-use crate::reactor::{Entry, Ready};
+use crate::reactor::{Entry, Owning, Ready};
 use crate::servant::Context;
 use crate::server::dispatch::ReplyBody;
 use crate::upcall::{current_chain, current_depth, Upcall};
@@ -239,22 +240,23 @@ impl OrbInner {
         // than through the ready list (whose lock and reference count cost more than the
         // rest of reading a small request); the others queue behind it on the list.
         let mut first = None;
-        // What an owned read (in place of the poll) brought: the connection's first frame.
-        let mut owned = None;
+        // An owned read in place of the poll: the permission (the poll lock) for `first`,
+        // which the next `service` reads waiting; tried once per turn.
+        let mut owning = None;
+        let mut tried_own = false;
         loop {
-            loop {
-                let (conn, frame, buffered) = match owned.take() {
-                    Some(got) => got,
-                    None => {
-                        let Some(conn) = first.take().or_else(|| self.reactor.pop_ready()) else {
-                            break;
-                        };
-                        let Some((frame, buffered)) = self.service(&conn, held, keep, &mut false)
-                        else {
-                            continue;
-                        };
-                        (conn, frame, buffered)
-                    }
+            while let Some(conn) = first.take().or_else(|| self.reactor.pop_ready()) {
+                let permit = owning.take();
+                let mut own = permit.is_some();
+                let got = self.service(&conn, held, keep, &mut own);
+                if permit.is_some() && !own && got.is_none() {
+                    // The connection would not be owned after all: poll.
+                    polled = false;
+                }
+                // The poll lock, held through the wait.
+                drop(permit);
+                let Some((frame, buffered)) = got else {
+                    continue;
                 };
                 if !keep {
                     let request = matches!(frame.message, Message::Request(_));
@@ -305,10 +307,11 @@ impl OrbInner {
             if polled || self.lf.is_shutdown() {
                 return Lead::Idle;
             }
-            if !keep && !p.turn {
-                if let Some(got) = self.read_owned(until, held) {
+            if !keep && !p.turn && !std::mem::replace(&mut tried_own, true) {
+                if let Some(permit) = self.may_own(until) {
                     // The owned read stands for the turn's poll.
-                    owned = got;
+                    first = Some(permit.conn.clone());
+                    owning = Some(permit);
                     polled = true;
                     continue;
                 }
@@ -332,14 +335,10 @@ impl OrbInner {
         }
     }
 
-    /// An owned read in place of the leader's poll (see the module docs): `None` if the
-    /// rules do not allow one now (the leader polls); else what it brought, the connection's
-    /// first frame (with whether more are buffered) if any.
-    fn read_owned(
-        &self,
-        until: Option<Until>,
-        held: &mut Option<Arc<Connection>>,
-    ) -> Option<Option<(Arc<Connection>, Frame, bool)>> {
+    /// Whether the leader may wait in a connection's `recv` in place of its poll (see the
+    /// module docs): the permission, with the connection, or `None` (the leader polls).
+    /// `service` makes the owned read, if the connection allows it.
+    fn may_own(&self, until: Option<Until>) -> Option<Owning<'_, Arc<Connection>>> {
         if !self.config.owned_reads
             || until.is_some_and(|u| u.left() < OWNED_DEADLINE_MARGIN)
             || !self.reactor.alarm_works()
@@ -347,13 +346,15 @@ impl OrbInner {
             return None;
         }
         // The deadline's clock reading, taken just before this turn, if there is one.
-        let owning = self.reactor.try_own(until.map(|u| u.now))?;
-        let conn = owning.conn.clone();
-        let mut own = true;
-        let got = self.service(&conn, held, false, &mut own);
-        // The poll lock, held through the wait.
-        drop(owning);
-        (own || got.is_some()).then(|| got.map(|(frame, buffered)| (conn, frame, buffered)))
+        let permit = self.reactor.try_own(until.map(|u| u.now))?;
+        // A process that listens and waits on a connection it opened is calling out and
+        // expects its peers to call back, typically over a connection to its listener
+        // (`nest`'s first chain: each callback connection waited for the owned read's
+        // timeout to be accepted). A server reading its one client's connection owns it.
+        if permit.listening && permit.conn.origin != Origin::Inbound {
+            return None;
+        }
+        Some(permit)
     }
 
     /// Before a request is dispatched: while more requests of the same read wait in
