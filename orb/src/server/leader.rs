@@ -428,7 +428,7 @@ impl OrbInner {
     /// spans one read's worth of frames at most (unless `keep`: a driver's turn holds them
     /// to its end, as the tasks they are held for run only after it).
     ///
-    /// With `own` set, the read may be an owned one (see [`read_owned`](Self::read_owned)):
+    /// With `own` set, the read may be an owned one (see [`may_own`](Self::may_own)):
     /// if the connection allows it, its first `recv` waits for bytes. `own` says on return
     /// whether it did.
     fn service(
