@@ -112,10 +112,10 @@ struct MainPoll<E> {
     /// When the current run of owned reads must end with a poll (`None`: no owned read since
     /// the last poll).
     owned_until: Option<Instant>,
-    /// The one connection registered, if exactly one is, and whether a listener is, as of
-    /// the slot table's change count (`Reactor::slots_changed`) given with them: looked up
-    /// again only when that moved.
-    sole: Option<(u64, Option<E>, bool)>,
+    /// The one connection registered, if exactly one is and it may be owned, as of the slot
+    /// table's change count (`Reactor::slots_changed`) given with it: looked up again only
+    /// when that moved.
+    sole: Option<(u64, Option<E>)>,
 }
 
 /// The leader's permission to wait in the `recv` of [`conn`](Self::conn) instead of polling
@@ -124,8 +124,6 @@ pub(crate) struct Owning<'a, E> {
     _poll: MutexGuard<'a, MainPoll<E>>,
     /// The one connection registered.
     pub(crate) conn: E,
-    /// Whether a listener is registered too.
-    pub(crate) listening: bool,
 }
 
 /// One readiness event, resolved to its entry.
@@ -157,6 +155,10 @@ pub(crate) struct Reactor<E> {
     /// Bumped (under `slots`' lock) whenever an entry is added or removed: tells the leader
     /// whether what it knows of the entries (`MainPoll::sole`) still holds.
     slots_changed: AtomicU64,
+    /// The value of `slots_changed` at which [`try_own`](Self::try_own) last found no
+    /// connection it may own (`u64::MAX`: none yet): until the table changes, it answers no
+    /// without the poll lock.
+    not_ownable_at: AtomicU64,
     ready: Queue<E>,
     standby: Standby,
     /// The last poll filled its `Events` buffer: more events may be waiting in the poll set,
@@ -304,6 +306,7 @@ impl<E: Clone> Reactor<E> {
                 sole: None,
             }),
             slots_changed: AtomicU64::new(0),
+            not_ownable_at: AtomicU64::new(u64::MAX),
             registry,
             waker,
             slots: Mutex::new((Slab::new(), 0)),
@@ -565,17 +568,31 @@ impl<E: Clone> Reactor<E> {
     /// The leader may wait in a connection's `recv` instead of polling (an owned read): if the
     /// ready list is empty, the last poll did not fill its buffer, no other thread is in the
     /// poll, the run of owned reads since the last poll is under [`OWNED_RUN`], and exactly
-    /// one connection is registered (listeners aside), which it returns with the poll lock.
-    /// The leader waits with the lock held and drops it after. `now`: a clock reading the
-    /// caller has at hand, microseconds old (else one is taken).
-    pub(crate) fn try_own(&self, now: Option<Instant>) -> Option<Owning<'_, E>> {
+    /// one connection is registered, which `ownable` accepts (given whether a listener is
+    /// registered too): that connection is returned with the poll lock. The leader waits
+    /// with the lock held and drops it after. `now`: a clock reading the caller has at hand,
+    /// microseconds old (else one is taken).
+    ///
+    /// What it finds is kept until an entry is added or removed, so that `ownable` must
+    /// depend only on what does not change for a registered entry. While that says no
+    /// connection can be owned (several connections, say), the answer costs two loads: no
+    /// lock, no read-modify-write.
+    pub(crate) fn try_own(
+        &self,
+        now: Option<Instant>,
+        ownable: impl Fn(&E, bool) -> bool,
+    ) -> Option<Owning<'_, E>> {
         if !self.ready.is_empty() || self.full.load(Ordering::Relaxed) {
+            return None;
+        }
+        if self.not_ownable_at.load(Ordering::Relaxed) == self.slots_changed.load(Ordering::Acquire)
+        {
             return None;
         }
         let mut g = self.poll.try_lock().ok()?;
         let changed = self.slots_changed.load(Ordering::Acquire);
-        let (sole, listening) = match &g.sole {
-            Some((seen, sole, listening)) if *seen == changed => (sole.clone()?, *listening),
+        let sole = match &g.sole {
+            Some((seen, sole)) if *seen == changed => sole.clone()?,
             _ => {
                 let slots = lock(&self.slots);
                 let (mut conns, mut listening) = (0, false);
@@ -584,19 +601,21 @@ impl<E: Clone> Reactor<E> {
                     match &s.entry {
                         Entry::Conn(c) => {
                             conns += 1;
-                            if conns > 1 {
-                                sole = None;
-                                break;
-                            }
-                            sole = Some(c.clone());
+                            sole = Some(c);
                         }
                         Entry::Listener(_) => listening = true,
                     }
                 }
+                let sole = sole
+                    .filter(|c| conns == 1 && ownable(c, listening))
+                    .cloned();
                 // Read under the lock, so that it goes with what the table held.
                 let changed = self.slots_changed.load(Ordering::Relaxed);
-                g.sole = Some((changed, sole.clone(), listening));
-                (sole?, listening)
+                if sole.is_none() {
+                    self.not_ownable_at.store(changed, Ordering::Relaxed);
+                }
+                g.sole = Some((changed, sole.clone()));
+                sole?
             }
         };
         let now = now.unwrap_or_else(Instant::now);
@@ -609,7 +628,6 @@ impl<E: Clone> Reactor<E> {
         Some(Owning {
             _poll: g,
             conn: sole,
-            listening,
         })
     }
 
@@ -721,6 +739,53 @@ mod tests {
         r.remove(b);
         r.remove(c);
         assert!(r.entries().is_empty());
+    }
+
+    #[test]
+    fn only_the_one_ownable_connection_may_be_read_as_an_owner() {
+        let r: Reactor<&'static str> = Reactor::new().unwrap();
+        let any = |_: &&str, _: bool| true;
+        // A poll first, each time: it starts a new run of owned reads, so that no answer
+        // depends on how long the test takes (a run ends after `OWNED_RUN`).
+        let owned = |r: &Reactor<&'static str>, ok: &dyn Fn(&&str, bool) -> bool| {
+            r.poll(Some(Duration::ZERO), |_| {}).unwrap();
+            r.try_own(None, ok).map(|o| o.conn)
+        };
+        assert_eq!(owned(&r, &any), None, "nothing registered");
+        let a = r.insert(|t| (Entry::Conn("a"), t));
+        {
+            r.poll(Some(Duration::ZERO), |_| {}).unwrap();
+            let permit = r.try_own(None, any).expect("the only connection");
+            assert_eq!(permit.conn, "a");
+            assert!(
+                r.try_own(None, any).is_none(),
+                "the permit holds the poll lock"
+            );
+        }
+        let b = r.insert(|t| (Entry::Conn("b"), t));
+        assert_eq!(owned(&r, &any), None, "two connections");
+        assert_eq!(owned(&r, &any), None, "still two (the answer kept)");
+        r.remove(b);
+        assert_eq!(owned(&r, &any), Some("a"), "one again");
+        r.push_ready("a");
+        assert_eq!(owned(&r, &any), None, "work waits on the ready list");
+        assert_eq!(r.pop_ready(), Some("a"));
+        let l = mio::net::TcpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        r.add_listener(l).unwrap();
+        let not_while_listening = |_: &&str, listening: bool| !listening;
+        assert_eq!(
+            owned(&r, &not_while_listening),
+            None,
+            "refused while listening"
+        );
+        r.close_listeners();
+        assert_eq!(
+            owned(&r, &not_while_listening),
+            Some("a"),
+            "no listener left"
+        );
+        r.remove(a);
+        assert_eq!(owned(&r, &any), None, "removed");
     }
 
     #[test]

@@ -345,16 +345,15 @@ impl OrbInner {
         {
             return None;
         }
-        // The deadline's clock reading, taken just before this turn, if there is one.
-        let permit = self.reactor.try_own(until.map(|u| u.now))?;
-        // A process that listens and waits on a connection it opened is calling out and
+        // The deadline's clock reading, taken just before this turn, if there is one. A
+        // process that listens and waits on a connection it opened is calling out and
         // expects its peers to call back, typically over a connection to its listener
         // (`nest`'s first chain: each callback connection waited for the owned read's
         // timeout to be accepted). A server reading its one client's connection owns it.
-        if permit.listening && permit.conn.origin != Origin::Inbound {
-            return None;
-        }
-        Some(permit)
+        self.reactor
+            .try_own(until.map(|u| u.now), |conn, listening| {
+                !listening || conn.origin == Origin::Inbound
+            })
     }
 
     /// Before a request is dispatched: while more requests of the same read wait in
