@@ -5,7 +5,7 @@
 pub mod certs;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 /// Generated from `proto/orbtest.proto`.
@@ -123,6 +123,108 @@ pub fn activate_echo(orb: &protorb::Orb) -> (Arc<EchoServant>, protorb::ObjectRe
     let s = Arc::new(EchoServant::default());
     let r = orb.activate(&b"echo"[..], EchoSkeleton::new(s.clone()));
     (s, r)
+}
+
+/// A gate that a servant's call waits at until the test opens it: a reply that comes only
+/// when the test says so, with no clock involved. Once open it stays open. It counts the
+/// calls that entered it and those that went through it open, and the test can wait until
+/// calls have entered. Poison-tolerant, so it can be opened while a failed test unwinds.
+#[derive(Default)]
+pub struct Gate {
+    state: Mutex<GateState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct GateState {
+    open: bool,
+    entered: usize,
+    passed: usize,
+}
+
+impl Gate {
+    /// How often [`Gate::wait_unless`] checks whether its call was cancelled.
+    const CANCEL_POLL: Duration = Duration::from_millis(20);
+
+    /// A closed gate.
+    pub fn closed() -> Arc<Gate> {
+        Arc::new(Gate::default())
+    }
+
+    /// A gate already open: calls go through it at once (and are counted).
+    pub fn opened() -> Arc<Gate> {
+        let g = Gate::closed();
+        g.open();
+        g
+    }
+
+    /// Opens the gate and lets every waiting call through.
+    pub fn open(&self) {
+        self.lock().open = true;
+        self.changed.notify_all();
+    }
+
+    /// Enters the gate and waits until it is open, deaf to cancellation (user code that does
+    /// not return until released).
+    pub fn wait(&self) {
+        self.pass(None);
+    }
+
+    /// Enters the gate and waits until it is open or `cancelled()` holds (checked every
+    /// 20 ms): true if it went through the open gate, false if cancelled first.
+    pub fn wait_unless(&self, cancelled: impl Fn() -> bool) -> bool {
+        self.pass(Some(&cancelled))
+    }
+
+    /// How many calls have entered the gate ([`Gate::wait`], [`Gate::wait_unless`]).
+    pub fn entered(&self) -> usize {
+        self.lock().entered
+    }
+
+    /// How many calls have gone through the open gate (not counting cancelled ones).
+    pub fn passed(&self) -> usize {
+        self.lock().passed
+    }
+
+    /// Waits until at least `n` calls have entered the gate; fails the test if they have not
+    /// after `patience` (a hang guard, not a timing assumption).
+    pub fn wait_entered(&self, n: usize, patience: Duration) {
+        let s = self.lock();
+        let entered = self
+            .changed
+            .wait_timeout_while(s, patience, |s| s.entered < n)
+            .unwrap_or_else(PoisonError::into_inner)
+            .0
+            .entered;
+        assert!(
+            entered >= n,
+            "{entered} of {n} calls reached the gate in {patience:?}"
+        );
+    }
+
+    fn lock(&self) -> MutexGuard<'_, GateState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn pass(&self, cancelled: Option<&dyn Fn() -> bool>) -> bool {
+        let mut s = self.lock();
+        s.entered += 1;
+        self.changed.notify_all();
+        while !s.open {
+            s = match cancelled {
+                None => self.changed.wait(s).unwrap_or_else(PoisonError::into_inner),
+                Some(c) if c() => return false,
+                Some(_) => {
+                    self.changed
+                        .wait_timeout(s, Self::CANCEL_POLL)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+            };
+        }
+        s.passed += 1;
+        true
+    }
 }
 
 /// Payload bytes derived from (thread, call): any mix-up of replies shows.

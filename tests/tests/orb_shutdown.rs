@@ -1,14 +1,13 @@
 //! Shutdown while calls are in flight: every caller returns, nothing hangs, no thread or socket
 //! is left, and no request runs twice.
 
-use orb_tests::activate_echo;
 use orb_tests::orbtest::{
     Balance, Echo, EchoClient, EchoSkeleton, EchoWithdrawError, Payload, SleepReply, SleepRequest,
     WithdrawRequest,
 };
+use orb_tests::{activate_echo, Gate};
 use protorb::{minor, CompletionStatus, SystemException, SystemExceptionKind};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 /// The fd count is process-wide: run this file's tests one at a time.
@@ -103,33 +102,6 @@ fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
-/// A gate that blocked upcalls wait on until the test opens it.
-#[derive(Default)]
-struct Gate {
-    open: Mutex<bool>,
-    cv: Condvar,
-}
-
-impl Gate {
-    fn opened() -> Arc<Gate> {
-        let g = Arc::new(Gate::default());
-        g.open();
-        g
-    }
-
-    fn open(&self) {
-        *self.open.lock().unwrap_or_else(|e| e.into_inner()) = true;
-        self.cv.notify_all();
-    }
-
-    fn wait(&self) {
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        while !*open {
-            open = self.cv.wait(open).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-}
-
 /// Opens the gate when dropped, also when an assertion fails: no test leaves a pool thread
 /// blocked forever (a detached one would otherwise outlive its test).
 struct OpenOnDrop(Arc<Gate>);
@@ -140,23 +112,10 @@ impl Drop for OpenOnDrop {
     }
 }
 
-/// An Echo servant whose `sleep` counts its runs, then blocks until its gate opens, deaf to
-/// cancellation (user code that does not return).
-struct StuckServant {
-    runs: Arc<AtomicUsize>,
-    finished: Arc<AtomicUsize>,
-    gate: Arc<Gate>,
-}
-
-impl StuckServant {
-    fn new(runs: &Arc<AtomicUsize>, gate: &Arc<Gate>) -> Self {
-        StuckServant {
-            runs: runs.clone(),
-            finished: Arc::new(AtomicUsize::new(0)),
-            gate: gate.clone(),
-        }
-    }
-}
+/// An Echo servant whose `sleep` blocks at its gate until the gate opens, deaf to
+/// cancellation (user code that does not return); the gate counts its runs (`entered`) and
+/// the runs that returned (`passed`).
+struct StuckServant(Arc<Gate>);
 
 impl Echo for StuckServant {
     fn echo(&self, _ctx: &protorb::Context, req: Payload) -> Result<Payload, protorb::Exception> {
@@ -168,9 +127,7 @@ impl Echo for StuckServant {
         _ctx: &protorb::Context,
         _req: SleepRequest,
     ) -> Result<SleepReply, protorb::Exception> {
-        self.runs.fetch_add(1, Ordering::SeqCst);
-        self.gate.wait();
-        self.finished.fetch_add(1, Ordering::SeqCst);
+        self.0.wait();
         Ok(SleepReply { cancelled: false })
     }
 
@@ -263,28 +220,24 @@ fn echo_payload() -> Payload {
 #[test]
 fn stuck_upcall_past_grace_fails_comm_failure_maybe_and_runs_once() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let runs = Arc::new(AtomicUsize::new(0));
-    let gate = Arc::new(Gate::default());
+    let gate = Gate::closed();
     let _release = OpenOnDrop(gate.clone());
     let port = free_port();
     let server = server_on(port, Duration::from_millis(200));
-    let r = server.activate(
-        STUCK_KEY,
-        EchoSkeleton::new(StuckServant::new(&runs, &gate)),
-    );
+    let r = server.activate(STUCK_KEY, EchoSkeleton::new(StuckServant(gate.clone())));
     let (client, reply) = call_sleep_in_background(&r);
-    wait_until("the upcall has started", || {
-        runs.load(Ordering::SeqCst) == 1
-    });
+    wait_until("the upcall has started", || gate.entered() == 1);
 
     let shut = shutdown_in_background(&server);
-    // The restarted server: same port, same key, the same run counter, and a servant that
-    // returns at once (a resent call would succeed there).
+    // The restarted server: same port, same key, and a servant behind an open gate that
+    // returns at once (a resent call would succeed there). The runs on both servers count.
     let restarted = server_on(port, Duration::from_secs(2));
+    let open_gate = Gate::opened();
     restarted.activate(
         STUCK_KEY,
-        EchoSkeleton::new(StuckServant::new(&runs, &Gate::opened())),
+        EchoSkeleton::new(StuckServant(open_gate.clone())),
     );
+    let runs = || gate.entered() + open_gate.entered();
 
     let result = reply
         .recv_timeout(PATIENCE)
@@ -293,7 +246,7 @@ fn stuck_upcall_past_grace_fails_comm_failure_maybe_and_runs_once() {
         Ok(reply) => panic!(
             "the call succeeded ({reply:?}) after the server shut down with it still running: \
              it was resent and ran {} times",
-            runs.load(Ordering::SeqCst)
+            runs()
         ),
         Err(e) => e.as_system().cloned().expect("a system exception"),
     };
@@ -311,7 +264,7 @@ fn stuck_upcall_past_grace_fails_comm_failure_maybe_and_runs_once() {
         .expect("the restarted server answers");
     assert_eq!(echoed, echo_payload());
     assert_eq!(
-        runs.load(Ordering::SeqCst),
+        runs(),
         1,
         "the call ran more than once (resent to the restarted server)"
     );
@@ -334,21 +287,16 @@ fn stuck_upcall_past_grace_fails_comm_failure_maybe_and_runs_once() {
 #[test]
 fn shutdown_returns_within_grace_though_an_upcall_never_returns() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let runs = Arc::new(AtomicUsize::new(0));
-    let gate = Arc::new(Gate::default());
+    let gate = Gate::closed();
     let _release = OpenOnDrop(gate.clone());
     let server = protorb::Orb::builder()
         .threads(2)
         .shutdown_grace(Duration::from_millis(200))
         .build()
         .unwrap();
-    let servant = Arc::new(StuckServant::new(&runs, &gate));
-    let finished = servant.finished.clone();
-    let r = server.activate(STUCK_KEY, EchoSkeleton::new(servant));
+    let r = server.activate(STUCK_KEY, EchoSkeleton::new(StuckServant(gate.clone())));
     let (client, reply) = call_sleep_in_background(&r);
-    wait_until("the upcall has started", || {
-        runs.load(Ordering::SeqCst) == 1
-    });
+    wait_until("the upcall has started", || gate.entered() == 1);
 
     let took = shutdown_in_background(&server).recv_timeout(PATIENCE);
     let took = took.unwrap_or_else(|_| {
@@ -369,9 +317,7 @@ fn shutdown_returns_within_grace_though_an_upcall_never_returns() {
 
     // The detached thread finishes its upcall once released (its reply goes nowhere).
     gate.open();
-    wait_until("the released upcall has returned", || {
-        finished.load(Ordering::SeqCst) == 1
-    });
+    wait_until("the released upcall has returned", || gate.passed() == 1);
     client.shutdown();
 }
 
@@ -383,26 +329,20 @@ fn shutdown_returns_within_grace_though_an_upcall_never_returns() {
 fn no_new_upcall_once_shutdown_starts_and_it_returns_when_upcalls_finish() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let grace = Duration::from_secs(5);
-    let runs = Arc::new(AtomicUsize::new(0));
-    let gate = Arc::new(Gate::default());
+    let gate = Gate::closed();
     let _release = OpenOnDrop(gate.clone());
     let server = protorb::Orb::builder()
         .threads(2)
         .shutdown_grace(grace)
         .build()
         .unwrap();
-    let r = server.activate(
-        STUCK_KEY,
-        EchoSkeleton::new(StuckServant::new(&runs, &gate)),
-    );
+    let r = server.activate(STUCK_KEY, EchoSkeleton::new(StuckServant(gate.clone())));
     // The late caller connects before shutdown (the listener closes when it starts).
     let late_orb = protorb::Orb::builder().threads(0).build().unwrap();
     let late = EchoClient::new(&late_orb, r.clone());
     assert_eq!(late.echo(echo_payload()).unwrap(), echo_payload());
     let (client, reply) = call_sleep_in_background(&r);
-    wait_until("the upcall has started", || {
-        runs.load(Ordering::SeqCst) == 1
-    });
+    wait_until("the upcall has started", || gate.entered() == 1);
 
     let shut = shutdown_in_background(&server);
     wait_until("shutdown has started", || server.is_shut_down());
@@ -422,17 +362,13 @@ fn no_new_upcall_once_shutdown_starts_and_it_returns_when_upcalls_finish() {
         ),
         "a call made during shutdown must be refused TRANSIENT (SHUTTING_DOWN) completed NO, \
          got {err} (sleep ran {} times)",
-        runs.load(Ordering::SeqCst)
+        gate.entered()
     );
     assert!(
         answered_in < grace / 2,
         "the refusal took {answered_in:?}: it waited for the grace period"
     );
-    assert_eq!(
-        runs.load(Ordering::SeqCst),
-        1,
-        "an upcall started during shutdown"
-    );
+    assert_eq!(gate.entered(), 1, "an upcall started during shutdown");
 
     // Release the running upcall: its caller gets the reply, and shutdown returns at once,
     // long before the grace period ends.
@@ -452,7 +388,7 @@ fn no_new_upcall_once_shutdown_starts_and_it_returns_when_upcalls_finish() {
         after_release < grace / 2,
         "shutdown returned {after_release:?} after the last upcall was released (grace {grace:?})"
     );
-    assert_eq!(runs.load(Ordering::SeqCst), 1, "sleep ran more than once");
+    assert_eq!(gate.entered(), 1, "sleep ran more than once");
     client.shutdown();
     late_orb.shutdown();
 }

@@ -11,10 +11,10 @@ use orb_tests::orbtest::{
     Balance, EchoClient, EchoSkeleton, EchoWithdrawError, Payload, SleepReply, SleepRequest,
     WithdrawRequest,
 };
-use orb_tests::{activate_echo, payload, within};
+use orb_tests::{activate_echo, payload, within, Gate};
 use std::io::Write;
 use std::net::TcpStream;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// `threads` callers × `calls` echo calls over one connection, each reply checked against
@@ -84,22 +84,8 @@ fn owned_reads_off_means_the_leader_always_polls() {
     });
 }
 
-/// An echo servant whose `Sleep` waits until the test opens the gate (or the call is
+/// An echo servant whose `Sleep` waits at its gate until the test opens it (or the call is
 /// cancelled): a reply that comes only when the test says so, with no clock involved.
-#[derive(Default)]
-struct Gate {
-    open: Mutex<bool>,
-    cv: Condvar,
-}
-
-impl Gate {
-    fn release(&self) {
-        *self.open.lock().unwrap() = true;
-        self.cv.notify_all();
-    }
-}
-
-/// The servant: the gate, shared with the test.
 #[derive(Clone)]
 struct GateServant(Arc<Gate>);
 
@@ -113,19 +99,8 @@ impl orb_tests::orbtest::Echo for GateServant {
         ctx: &protorb::Context,
         _req: SleepRequest,
     ) -> Result<SleepReply, protorb::Exception> {
-        let mut open = self.0.open.lock().unwrap();
-        while !*open {
-            if ctx.is_cancelled() {
-                return Ok(SleepReply { cancelled: true });
-            }
-            open = self
-                .0
-                .cv
-                .wait_timeout(open, Duration::from_millis(20))
-                .unwrap()
-                .0;
-        }
-        Ok(SleepReply { cancelled: false })
+        let passed = self.0.wait_unless(|| ctx.is_cancelled());
+        Ok(SleepReply { cancelled: !passed })
     }
 
     fn panic(&self, _ctx: &protorb::Context, _req: ()) -> Result<(), protorb::Exception> {
@@ -147,7 +122,7 @@ impl orb_tests::orbtest::Echo for GateServant {
 
 fn gated_server() -> (protorb::Orb, Arc<Gate>, protorb::ObjectRef) {
     let orb = protorb::Orb::builder().threads(2).build().unwrap();
-    let gate = Arc::new(Gate::default());
+    let gate = Gate::closed();
     let r = orb.activate(&b"gate"[..], EchoSkeleton::new(GateServant(gate.clone())));
     (orb, gate, r)
 }
@@ -200,7 +175,7 @@ fn a_connection_opened_while_another_is_owned_is_served() {
             !waiting.is_finished(),
             "the gated call returned before its gate opened"
         );
-        gate.release();
+        gate.open();
         let r = waiting.join().unwrap().expect("the gated call");
         assert!(!r.cancelled);
         assert_eq!(client_orb.stats().connections_opened, 2);
@@ -234,7 +209,7 @@ fn shutdown_ends_an_owned_wait() {
             r.is_err(),
             "a call cut off by shutdown must fail, got {r:?}"
         );
-        gate.release();
+        gate.open();
         server.shutdown();
     });
 }

@@ -10,13 +10,14 @@
 
 use bytes::{Bytes, BytesMut};
 use orb_tests::orbtest::{Node, NodeSkeleton, PingReply, PingRequest};
+use orb_tests::Gate;
 use protorb::giop::{
     write_locate_request, write_request, RequestHeader, ServiceContextList, TargetAddress, Version,
 };
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// `sleep_micros` that makes the gate's upcall block until the test opens the gate.
@@ -25,34 +26,9 @@ const BLOCK: u32 = u32::MAX;
 /// correct server answers at once; this only turns a hang into a failure).
 const PATIENCE: Duration = Duration::from_secs(30);
 
-/// A Node servant whose `Ping` answers at once, or blocks until `open` (`sleep_micros ==
-/// BLOCK`); `depth_reached` echoes the request's `depth`, which the test sets to the id.
-#[derive(Default)]
-struct Gate {
-    open: Mutex<bool>,
-    opened: Condvar,
-    blocked: Mutex<usize>,
-    entered: Condvar,
-}
-
-impl Gate {
-    fn open(&self) {
-        *self.open.lock().unwrap() = true;
-        self.opened.notify_all();
-    }
-
-    /// Waits until an upcall blocks at the gate.
-    fn wait_blocked(&self) {
-        let g = self.blocked.lock().unwrap();
-        let (g, t) = self
-            .entered
-            .wait_timeout_while(g, PATIENCE, |n| *n == 0)
-            .unwrap();
-        assert!(!t.timed_out() && *g > 0, "no upcall reached the gate");
-    }
-}
-
-/// The servant the skeleton holds (a trait of another crate on a type of ours).
+/// A Node servant whose `Ping` answers at once, or blocks at its gate until the test opens
+/// it (`sleep_micros == BLOCK`); `depth_reached` echoes the request's `depth`, which the test
+/// sets to the id.
 struct GateServant(Arc<Gate>);
 
 impl Node for GateServant {
@@ -62,11 +38,7 @@ impl Node for GateServant {
         req: PingRequest,
     ) -> Result<PingReply, protorb::Exception> {
         if req.sleep_micros == BLOCK {
-            let gate = &self.0;
-            *gate.blocked.lock().unwrap() += 1;
-            gate.entered.notify_all();
-            let g = gate.open.lock().unwrap();
-            drop(gate.opened.wait_while(g, |open| !*open).unwrap());
+            self.0.wait();
         }
         Ok(PingReply {
             depth_reached: req.depth,
@@ -75,9 +47,9 @@ impl Node for GateServant {
     }
 }
 
-/// A server ORB with `threads` pool threads serving a `Gate` under key `gate`. Its replies
-/// to one read's requests may be held for a minute (a loaded machine can deschedule a pool
-/// thread between two dispatches for longer than any hold one would configure, and the
+/// A server ORB with `threads` pool threads serving a [`GateServant`] under key `gate`. Its
+/// replies to one read's requests may be held for a minute (a loaded machine can deschedule a
+/// pool thread between two dispatches for longer than any hold one would configure, and the
 /// counts below must not depend on that), or, with `hold` false, not at all (the default).
 fn server_with(threads: usize, hold: bool) -> (protorb::Orb, Arc<Gate>) {
     let mut b = protorb::Orb::builder()
@@ -87,7 +59,7 @@ fn server_with(threads: usize, hold: bool) -> (protorb::Orb, Arc<Gate>) {
         b = b.reply_batch_hold(Duration::from_secs(60));
     }
     let orb = b.build().unwrap();
-    let gate = Arc::new(Gate::default());
+    let gate = Gate::closed();
     orb.activate(&b"gate"[..], NodeSkeleton::new(GateServant(gate.clone())));
     (orb, gate)
 }
@@ -269,7 +241,7 @@ fn no_reply_waits_behind_a_blocked_upcall_of_its_batch() {
     send_together(&mut s, &[ping(100, false)]);
     assert_eq!(read_reply(&mut s), 100);
     send_together(&mut s, &[ping(1, false), ping(2, true), ping(3, false)]);
-    gate.wait_blocked();
+    gate.wait_entered(1, PATIENCE);
     let fast: BTreeSet<u32> = [read_reply(&mut s), read_reply(&mut s)].into();
     assert_eq!(fast, BTreeSet::from([1, 3]));
     gate.open();
