@@ -8,10 +8,10 @@ use crate::endpoints::EndpointSlot;
 use crate::exception::{
     minor, CompletionStatus, Exception, SystemException, SystemExceptionKind, UserException,
 };
-use crate::giop::request::{write_request_head, RequestHead};
+use crate::giop::request::{write_request_head, HeadTarget, RequestHead};
 use crate::giop::{
     unsupported_status, BiDirListenPoints, CallChain, Deadline, Reply, ReplyStatus, ServiceContext,
-    TargetAddress, Version,
+    Version,
 };
 use crate::ior::{IiopProfile, ObjectRef};
 use crate::lf::{Exit, Participant, Waiter};
@@ -439,11 +439,10 @@ impl OrbInner {
             first_contexts = self.request_contexts(announce, params.metadata);
             contexts = &first_contexts;
         }
-        let target = TargetAddress::Key(profile.object_key.clone());
         let header = RequestHead {
             request_id,
             response_flags: if twoway { 0x03 } else { 0x00 },
-            target: &target,
+            target: HeadTarget::Key(&profile.object_key),
             operation,
             deadline: deadline_data.as_ref(),
             service_context: contexts,

@@ -132,6 +132,48 @@ impl TargetAddress {
     }
 }
 
+/// The target of a request being written: an object key borrowed from the caller's
+/// reference (what every call sends; an owned `TargetAddress::Key` would cost the key's
+/// reference count a clone and a drop per call), or any address.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum HeadTarget<'a> {
+    /// KeyAddr with this key.
+    Key(&'a [u8]),
+    /// Any address, as decoded or built.
+    Address(&'a TargetAddress),
+}
+
+impl<'a> HeadTarget<'a> {
+    /// The key, if this is a KeyAddr.
+    fn key(self) -> Option<&'a [u8]> {
+        match self {
+            HeadTarget::Key(k) => Some(k),
+            HeadTarget::Address(TargetAddress::Key(k)) => Some(k),
+            HeadTarget::Address(_) => None,
+        }
+    }
+
+    /// Encodes the `GIOP::TargetAddress` union (GIOP 1.2).
+    fn encode(self, w: &mut CdrWriter<'_>) {
+        match self {
+            HeadTarget::Key(k) => {
+                w.write_i16(disposition::KEY_ADDR);
+                w.write_octets(k);
+            }
+            HeadTarget::Address(a) => a.encode(w),
+        }
+    }
+
+    /// Writes the key of a GIOP 1.0/1.1 header (see
+    /// [`TargetAddress::key_for_old_versions`]).
+    fn encode_old_key(self, w: &mut CdrWriter<'_>) {
+        match self {
+            HeadTarget::Key(k) => w.write_octets(k),
+            HeadTarget::Address(a) => w.write_octets(&a.key_for_old_versions()),
+        }
+    }
+}
+
 /// The fields of a Request header we send or receive.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RequestHeader {
@@ -159,7 +201,7 @@ impl RequestHeader {
         RequestHead {
             request_id: self.request_id,
             response_flags: self.response_flags,
-            target: &self.target,
+            target: HeadTarget::Address(&self.target),
             operation: &self.operation[..],
             deadline: None,
             service_context: &self.service_context.0,
@@ -174,7 +216,7 @@ impl RequestHeader {
 pub(crate) struct RequestHead<'a> {
     pub request_id: u32,
     pub response_flags: u8,
-    pub target: &'a TargetAddress,
+    pub target: HeadTarget<'a>,
     pub operation: &'a str,
     /// A DEADLINE context's data ([`CallChain::deadline_data`](super::CallChain::deadline_data)),
     /// written first among the contexts, straight into the frame.
@@ -357,9 +399,7 @@ fn fixed_head(
     head: &RequestHead<'_>,
     b: &mut [u8; FIXED_HEAD_MAX],
 ) -> Option<usize> {
-    let TargetAddress::Key(key) = head.target else {
-        return None;
-    };
+    let key = head.target.key()?;
     let op = head.operation.as_bytes();
     // 4 request id, 4 flags, 4 disposition and padding, 4 key length, key, 3 padding, 4
     // operation length, operation, NUL, 3 padding, 4 context count, 32 DEADLINE.
@@ -461,7 +501,7 @@ fn write_head_in(
         if version.minor == 1 {
             w.write_raw(&[0; 3]);
         }
-        w.write_octets(&header.target.key_for_old_versions());
+        header.target.encode_old_key(&mut w);
         w.write_string(header.operation);
         w.write_octets(&[]);
         body(&mut w);
@@ -493,7 +533,7 @@ mod tests {
                         let head = RequestHead {
                             request_id: 0x0102_0304,
                             response_flags: 3,
-                            target: &target,
+                            target: HeadTarget::Address(&target),
                             operation: &op,
                             deadline: dl,
                             service_context: &[],
@@ -530,7 +570,7 @@ mod tests {
             let head = RequestHead {
                 request_id: 1,
                 response_flags: 3,
-                target,
+                target: HeadTarget::Address(target),
                 operation: "op",
                 deadline: None,
                 service_context: contexts,

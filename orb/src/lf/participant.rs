@@ -14,6 +14,38 @@ pub(crate) type Completion = Result<Option<Reply>, SystemException>;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// How many participant ids a thread takes from [`NEXT_ID`] at a time.
+#[cfg(not(orb_loom))]
+const ID_BLOCK: u64 = 1 << 16;
+
+/// A participant id no other participant has had. A caller takes one per call: each thread
+/// takes them from its own block, so that a call makes no read-modify-write on the shared
+/// counter (one per call before, a locked instruction).
+fn next_id() -> u64 {
+    #[cfg(not(orb_loom))]
+    {
+        thread_local! {
+            /// The next id of this thread's block, and the block's end.
+            static IDS: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+        }
+        let from_block = IDS.try_with(|ids| {
+            let (next, end) = ids.get();
+            if next < end {
+                ids.set((next + 1, end));
+                return next;
+            }
+            let base = NEXT_ID.fetch_add(ID_BLOCK, Ordering::Relaxed);
+            ids.set((base + 1, base + ID_BLOCK));
+            base
+        });
+        if let Ok(id) = from_block {
+            return id;
+        }
+    }
+    // A thread whose locals are gone (exiting), or loom's model.
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
 #[cfg(not(orb_loom))]
 thread_local! {
     /// This thread's bound participant from its last call, for its next one.
@@ -53,7 +85,7 @@ impl Participant {
         #[cfg(not(orb_loom))]
         if let Some(mut p) = SPARE.take() {
             if let Some(q) = Arc::get_mut(&mut p) {
-                q.id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+                q.id = next_id();
                 *q.slot.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
                 q.done = AtomicBool::new(false);
                 *q.awaited.get_mut() = 0;
@@ -137,7 +169,7 @@ impl Participant {
 
     fn new(unbound: bool) -> Self {
         Participant {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            id: next_id(),
             unbound,
             turn: false,
             cv: Condvar::new(),
