@@ -118,12 +118,10 @@ struct MainPoll<E> {
     sole: Option<(u64, Option<E>)>,
 }
 
-/// The leader's permission to wait in the `recv` of [`conn`](Self::conn) instead of polling
-/// ([`Reactor::try_own`]): it holds the poll lock, so no one polls meanwhile.
+/// The leader's permission to wait in the `recv` of the connection [`Reactor::try_own`]
+/// returns with it instead of polling: it holds the poll lock, so no one polls meanwhile.
 pub(crate) struct Owning<'a, E> {
     _poll: MutexGuard<'a, MainPoll<E>>,
-    /// The one connection registered.
-    pub(crate) conn: E,
 }
 
 /// One readiness event, resolved to its entry.
@@ -581,7 +579,7 @@ impl<E: Clone> Reactor<E> {
         &self,
         now: Option<Instant>,
         ownable: impl Fn(&E, bool) -> bool,
-    ) -> Option<Owning<'_, E>> {
+    ) -> Option<(Owning<'_, E>, E)> {
         if !self.ready.is_empty() || self.full.load(Ordering::Relaxed) {
             return None;
         }
@@ -625,10 +623,7 @@ impl<E: Clone> Reactor<E> {
             Some(end) if now >= end => return None,
             Some(_) => {}
         }
-        Some(Owning {
-            _poll: g,
-            conn: sole,
-        })
+        Some((Owning { _poll: g }, sole))
     }
 
     /// Waits for readiness (leader only) and hands each resolved event to `handle`, without
@@ -749,17 +744,22 @@ mod tests {
         // depends on how long the test takes (a run ends after `OWNED_RUN`).
         let owned = |r: &Reactor<&'static str>, ok: &dyn Fn(&&str, bool) -> bool| {
             r.poll(Some(Duration::ZERO), |_| {}).unwrap();
-            r.try_own(None, ok).map(|o| o.conn)
+            r.try_own(None, ok).map(|(_, conn)| conn)
         };
         assert_eq!(owned(&r, &any), None, "nothing registered");
         let a = r.insert(|t| (Entry::Conn("a"), t));
         {
             r.poll(Some(Duration::ZERO), |_| {}).unwrap();
-            let permit = r.try_own(None, any).expect("the only connection");
-            assert_eq!(permit.conn, "a");
+            let (permit, conn) = r.try_own(None, any).expect("the only connection");
+            assert_eq!(conn, "a");
             assert!(
                 r.try_own(None, any).is_none(),
                 "the permit holds the poll lock"
+            );
+            drop(permit);
+            assert!(
+                r.try_own(None, any).is_some(),
+                "and lets it go when dropped"
             );
         }
         let b = r.insert(|t| (Entry::Conn("b"), t));

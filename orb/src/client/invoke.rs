@@ -412,7 +412,22 @@ impl OrbInner {
             None => self.connection_to(&profile.host, port, tls, deadline)?,
         };
         conn.note_version(version.minor);
-        let request_id = conn.mux.next_id();
+        let thread = matches!(waiter, Some(Waiter::Thread(_)));
+        let task = matches!(waiter, Some(Waiter::Task(_)));
+        let request_id = match waiter {
+            // Registered before the request is written (the reply can arrive first), and
+            // given its id under the same lock.
+            Some(w) => match conn.mux.register(|id| {
+                if let Waiter::Thread(p) = &w {
+                    p.will_await(id);
+                }
+                w
+            }) {
+                Ok(id) => id,
+                Err(_) => return Err(Self::closed_before_sending(&conn)),
+            },
+            None => conn.mux.next_id(),
+        };
         let span = tracing::debug_span!(
             "invoke",
             request_id,
@@ -473,34 +488,8 @@ impl OrbInner {
                 Bytes::new(),
             ],
         };
-        let thread = matches!(waiter, Some(Waiter::Thread(_)));
-        let task = matches!(waiter, Some(Waiter::Task(_)));
-        if let Some(w) = waiter {
-            if let Waiter::Thread(p) = &w {
-                p.will_await(request_id);
-            }
-            // Registered before the request is written: the reply can arrive first.
-            if conn.mux.register(request_id, w).is_err() {
-                if let Some(refused) = crate::transport::tls_refusal(&conn) {
-                    // Closed because the server's TLS refused our certificate: another
-                    // connection would be refused too.
-                    return Err(refused);
-                }
-                // Closed since we picked it: nothing was sent, so it is resent on a new
-                // connection, as after a CloseConnection (see `call_with`).
-                return Err(SystemException::new(
-                    SystemExceptionKind::COMM_FAILURE,
-                    minor::CLOSED_BY_PEER,
-                    CompletionStatus::No,
-                )
-                .with_detail(format!(
-                    "connection to {} closed before the request was sent",
-                    conn.peer
-                )));
-            }
-            if thread {
-                self.lf.caller_will_wait(self);
-            }
+        if thread {
+            self.lf.caller_will_wait(self);
         }
         let sent = if task {
             self.send_or_wait_queued(&conn, parts, || deadline)
@@ -522,6 +511,27 @@ impl OrbInner {
             version,
             span,
         })
+    }
+
+    /// Why a request could not be registered on `conn`, which closed since it was picked.
+    #[cold]
+    fn closed_before_sending(conn: &Connection) -> SystemException {
+        if let Some(refused) = crate::transport::tls_refusal(conn) {
+            // Closed because the server's TLS refused our certificate: another connection
+            // would be refused too.
+            return refused;
+        }
+        // Nothing was sent, so it is resent on a new connection, as after a CloseConnection
+        // (see `call_with`).
+        SystemException::new(
+            SystemExceptionKind::COMM_FAILURE,
+            minor::CLOSED_BY_PEER,
+            CompletionStatus::No,
+        )
+        .with_detail(format!(
+            "connection to {} closed before the request was sent",
+            conn.peer
+        ))
     }
 
     /// The service contexts of a request that has any besides the DEADLINE: the BiDir

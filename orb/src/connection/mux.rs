@@ -53,9 +53,19 @@ impl<W> Mux<W> {
     }
 
     /// A fresh request id, for a request that expects no reply (oneway, CancelRequest's own
-    /// id is the cancelled one's) or before registering its waiter.
+    /// id is the cancelled one's).
     pub(crate) fn next_id(&self) -> u32 {
-        self.next_id.fetch_add(2, Ordering::Relaxed)
+        let _t = lock(&self.table);
+        self.take_id()
+    }
+
+    /// The next id, taken. Only under the table's lock, which makes the load and the store
+    /// one step (a two-way call takes its id with its registration, under the lock it takes
+    /// anyway: no read-modify-write of its own).
+    fn take_id(&self) -> u32 {
+        let id = self.next_id.load(Ordering::Relaxed);
+        self.next_id.store(id.wrapping_add(2), Ordering::Relaxed);
+        id
     }
 
     /// The next request id, without taking it (the idle sweep's sign of outgoing requests).
@@ -63,15 +73,17 @@ impl<W> Mux<W> {
         self.next_id.load(Ordering::Relaxed)
     }
 
-    /// Registers the waiter for the reply to request `id`, before the request is sent (the
-    /// reply can arrive first). Refused once the connection is closed.
-    pub(crate) fn register(&self, id: u32, waiter: W) -> Result<(), Closed> {
+    /// Registers a waiter for the reply to a new request, before the request is sent (the
+    /// reply can arrive first), and returns the request's id: `waiter` is given the id and
+    /// returns the waiter. Refused once the connection is closed (`waiter` is not called).
+    pub(crate) fn register(&self, waiter: impl FnOnce(u32) -> W) -> Result<u32, Closed> {
         let mut t = lock(&self.table);
         if t.closed {
             return Err(Closed);
         }
-        t.waiters.insert(id, waiter);
-        Ok(())
+        let id = self.take_id();
+        t.waiters.insert(id, waiter(id));
+        Ok(id)
     }
 
     /// The waiter of the reply to request `id`, taken out of the table: the reply goes to it.
@@ -124,12 +136,43 @@ mod tests {
         }
     }
 
+    /// Ids taken with a registration (two-way calls) and alone (oneways), by many threads at
+    /// once, are all different.
+    #[test]
+    fn ids_taken_by_many_threads_never_repeat() {
+        let m: std::sync::Arc<Mux<()>> = std::sync::Arc::new(Mux::new(2));
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let m = m.clone();
+                std::thread::spawn(move || {
+                    (0..2000)
+                        .map(|i| {
+                            if (t + i) % 3 == 0 {
+                                m.next_id()
+                            } else {
+                                m.register(|_| ()).expect("open")
+                            }
+                        })
+                        .collect::<Vec<u32>>()
+                })
+            })
+            .collect();
+        let mut ids: Vec<u32> = threads
+            .into_iter()
+            .flat_map(|t| t.join().expect("thread"))
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), 8 * 2000);
+        assert!(ids.iter().all(|id| id % 2 == 0));
+    }
+
     #[test]
     fn a_reply_reaches_its_own_waiter_once() {
         let m = Mux::new(2);
-        let (a, b) = (m.next_id(), m.next_id());
-        m.register(a, "a").unwrap();
-        m.register(b, "b").unwrap();
+        let a = m.register(|_| "a").unwrap();
+        let b = m.register(|_| "b").unwrap();
+        assert_eq!(b, a + 2);
         assert_eq!(m.route(b), Some("b"));
         assert_eq!(m.route(b), None, "a second reply with the same id is late");
         assert_eq!(m.route(a), Some("a"));
@@ -139,8 +182,7 @@ mod tests {
     #[test]
     fn a_forgotten_waiter_makes_its_reply_late() {
         let m = Mux::new(2);
-        let id = m.next_id();
-        m.register(id, 7).unwrap();
+        let id = m.register(|_| 7).unwrap();
         assert!(m.forget(id));
         assert_eq!(m.route(id), None);
         assert!(!m.forget(id), "forgetting twice finds nothing");
@@ -151,8 +193,7 @@ mod tests {
         // An asynchronous call's deadline: the leader takes the waiter to fail it; the
         // future's drop, the reply and the close then find nothing.
         let m = Mux::new(2);
-        let id = m.next_id();
-        m.register(id, 7).unwrap();
+        let id = m.register(|_| 7).unwrap();
         assert_eq!(m.expire(id), Some(7));
         assert_eq!(m.expire(id), None);
         assert!(!m.forget(id));
@@ -164,8 +205,7 @@ mod tests {
     fn a_routed_waiter_cannot_be_forgotten() {
         // The reply won the race: the caller that gives up must wait for that completion.
         let m = Mux::new(2);
-        let id = m.next_id();
-        m.register(id, 7).unwrap();
+        let id = m.register(|_| 7).unwrap();
         assert_eq!(m.route(id), Some(7));
         assert!(!m.forget(id));
     }
@@ -173,15 +213,12 @@ mod tests {
     #[test]
     fn close_drains_every_waiter_once_and_refuses_new_ones() {
         let m = Mux::new(1);
-        let ids: Vec<u32> = (0..5).map(|_| m.next_id()).collect();
-        for &id in &ids {
-            m.register(id, id).unwrap();
-        }
-        let mut drained = m.close();
+        let ids: Vec<u32> = (0..5u32).map(|k| m.register(|_| k).unwrap()).collect();
+        let mut drained: Vec<u32> = m.close().into_iter().map(|k| ids[k as usize]).collect();
         drained.sort_unstable();
         assert_eq!(drained, ids);
         assert!(m.close().is_empty());
-        assert_eq!(m.register(m.next_id(), 0), Err(Closed));
+        assert_eq!(m.register(|_| 0), Err(Closed));
         assert_eq!(m.route(ids[0]), None);
         assert!(m.is_idle());
     }
@@ -199,8 +236,7 @@ mod loom_tests {
     fn a_waiter_leaves_the_table_exactly_once() {
         loom::model(|| {
             let m = Arc::new(Mux::new(2));
-            let id = m.next_id();
-            m.register(id, ()).unwrap();
+            let id = m.register(|_| ()).unwrap();
             let taken = Arc::new(AtomicUsize::new(0));
             let threads: Vec<_> = (0..3)
                 .map(|k| {
@@ -221,7 +257,7 @@ mod loom_tests {
                 t.join().unwrap();
             }
             assert_eq!(taken.load(Ordering::SeqCst), 1);
-            assert_eq!(m.register(m.next_id(), ()), Err(Closed));
+            assert_eq!(m.register(|_| ()), Err(Closed));
         });
     }
 }

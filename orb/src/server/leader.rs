@@ -280,7 +280,7 @@ impl OrbInner {
                         *held = Some(conn.clone());
                     }
                 }
-                match self.handle_frame(&conn, frame, p) {
+                match self.handle_frame(conn, frame, p) {
                     Handled::Done => {
                         if !p.unbound && p.is_complete() {
                             return Lead::Idle;
@@ -308,9 +308,9 @@ impl OrbInner {
                 return Lead::Idle;
             }
             if !keep && !p.turn && !std::mem::replace(&mut tried_own, true) {
-                if let Some(permit) = self.may_own(until) {
+                if let Some((permit, conn)) = self.may_own(until) {
                     // The owned read stands for the turn's poll.
-                    first = Some(permit.conn.clone());
+                    first = Some(conn);
                     owning = Some(permit);
                     polled = true;
                     continue;
@@ -338,7 +338,10 @@ impl OrbInner {
     /// Whether the leader may wait in a connection's `recv` in place of its poll (see the
     /// module docs): the permission, with the connection, or `None` (the leader polls).
     /// `service` makes the owned read, if the connection allows it.
-    fn may_own(&self, until: Option<Until>) -> Option<Owning<'_, Arc<Connection>>> {
+    fn may_own(
+        &self,
+        until: Option<Until>,
+    ) -> Option<(Owning<'_, Arc<Connection>>, Arc<Connection>)> {
         if !self.config.owned_reads
             || until.is_some_and(|u| u.left() < OWNED_DEADLINE_MARGIN)
             || !self.reactor.alarm_works()
@@ -554,7 +557,9 @@ impl OrbInner {
         frame.map(|f| (f, buffered))
     }
 
-    fn handle_frame(&self, conn: &Arc<Connection>, frame: Frame, p: &Arc<Participant>) -> Handled {
+    /// Handles one frame read from `owned` (taken by value: an upcall keeps it, uncloned).
+    fn handle_frame(&self, owned: Arc<Connection>, frame: Frame, p: &Arc<Participant>) -> Handled {
+        let conn = &owned;
         let version = frame.version;
         match frame.message {
             Message::Reply(r) => {
@@ -638,7 +643,7 @@ impl OrbInner {
                     conn.owed.start(request_id, ctx.clone());
                 }
                 let u = Upcall {
-                    conn: conn.clone(),
+                    conn: owned,
                     version,
                     request,
                     ctx,
