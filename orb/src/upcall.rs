@@ -259,19 +259,26 @@ pub(crate) fn current_upcall_connection() -> Option<Arc<Connection>> {
 
 /// While alive, the current thread serves an upcall: one level deeper, its deadline
 /// inherited by nested calls, its call chain (if the request carried one) carried on by
-/// them, its connection the innermost. Dropping it restores what was before.
+/// them, its connection the innermost. [`leave`](Self::leave) (or dropping it) restores what
+/// was before.
 pub(crate) struct Serving {
     depth: usize,
     outer_deadline: Option<Instant>,
     outer_chain: Option<u64>,
+    /// Whether `leave` restored it already.
+    left: bool,
 }
 
 impl Serving {
     /// Enters an upcall from `conn` (`None`: a collocated call) with `deadline` and
     /// `chain`; returns the guard and the depth before it (0: not nested).
     #[inline]
+    ///
+    /// The connection is kept on the thread's stack of upcall connections until `leave`
+    /// gives it back: moved there, not cloned (two atomic read-modify-writes per upcall
+    /// fewer).
     pub(crate) fn enter(
-        conn: Option<&Arc<Connection>>,
+        conn: Option<Arc<Connection>>,
         deadline: Option<Instant>,
         chain: Option<u64>,
     ) -> Serving {
@@ -284,12 +291,34 @@ impl Serving {
         // Nested calls made from here carry the request's chain, so that its callbacks
         // may run on the thread that waits for them.
         let outer_chain = chain.map(|id| CHAIN.with(|c| c.replace(id)));
-        UPCALL_CONNS.with(|c| c.borrow_mut().push(conn.cloned()));
+        UPCALL_CONNS.with(|c| c.borrow_mut().push(conn));
         Serving {
             depth,
             outer_deadline,
             outer_chain,
+            left: false,
         }
+    }
+
+    /// Leaves the upcall: restores what was before it and gives its connection back
+    /// (`None` for a collocated call's, or if the thread's locals are being torn down).
+    pub(crate) fn leave(mut self) -> Option<Arc<Connection>> {
+        self.left = true;
+        self.restore()
+    }
+
+    /// Pops this upcall's connection and restores the outer upcall's state.
+    fn restore(&self) -> Option<Arc<Connection>> {
+        let conn = UPCALL_CONNS
+            .try_with(|c| c.borrow_mut().pop().flatten())
+            .ok()
+            .flatten();
+        DEADLINE.with(|d| d.set(self.outer_deadline));
+        if let Some(id) = self.outer_chain {
+            CHAIN.with(|c| c.set(id));
+        }
+        DEPTH.with(|d| d.set(self.depth));
+        conn
     }
 
     /// Upcalls that were running on this thread when this one entered.
@@ -300,11 +329,8 @@ impl Serving {
 
 impl Drop for Serving {
     fn drop(&mut self) {
-        UPCALL_CONNS.with(|c| c.borrow_mut().pop());
-        DEADLINE.with(|d| d.set(self.outer_deadline));
-        if let Some(id) = self.outer_chain {
-            CHAIN.with(|c| c.set(id));
+        if !self.left {
+            drop(self.restore());
         }
-        DEPTH.with(|d| d.set(self.depth));
     }
 }

@@ -87,12 +87,17 @@ impl OrbInner {
             trace_id = tracing::field::Empty,
         );
         let _enter = span.enter();
-        let serving = Serving::enter(Some(&conn), deadline, chain);
+        let serving = Serving::enter(Some(conn), deadline, chain);
         let body = self.run_servant(request.body, &ctx, serving.depth());
         // Closed to `defer` from here on: a clone of the context kept by the servant cannot
         // defer a request whose dispatch has returned.
         let deferral = ctx.close_deferral();
-        drop(serving);
+        let Some(conn) = serving.leave() else {
+            // Not reached: `enter` put it on this thread's stack, which lives as long as
+            // the thread does.
+            tracing::error!(request_id, "the upcall's connection is gone; no reply sent");
+            return;
+        };
         // The reply would wake the caller, whose next request would then wake the standby
         // before this thread is back to lead: stop watching for the short rest of the way.
         self.lf.user_code_done(self);
