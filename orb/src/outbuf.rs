@@ -48,6 +48,57 @@ pub(crate) fn encode(hint: usize, f: impl FnOnce(&mut BytesMut)) -> Bytes {
     })
 }
 
+/// Encodes a frame as [`encode`] does, then offers it to `send` where it lies, in this
+/// thread's buffer. If `send` takes it (`Ok(true)`: written, or what the socket left copied
+/// into a queue), the buffer's space is reused by the next frame: no `Bytes` is made, so no
+/// reference count is taken and dropped (two atomic read-modify-writes and the split's
+/// bookkeeping per frame; PROFILE.md). If not (`Ok(false)`: the connection is busy), the
+/// frame is returned as `Bytes`, as [`encode`] would have, for the caller to queue.
+pub(crate) fn encode_offer<E>(
+    hint: usize,
+    f: impl FnOnce(&mut BytesMut),
+    send: impl FnOnce(&[u8]) -> Result<bool, E>,
+) -> Result<Option<Bytes>, E> {
+    if hint > SHARED_MAX {
+        return offer_alone(hint, f, send);
+    }
+    BUF.with(|b| {
+        let Ok(mut buf) = b.try_borrow_mut() else {
+            return offer_alone(hint, f, send);
+        };
+        debug_assert!(buf.is_empty());
+        if buf.capacity() < hint {
+            buf.reserve(hint.max(CHUNK));
+        }
+        f(&mut buf);
+        let sent = send(&buf);
+        if !matches!(sent, Ok(false)) {
+            // Taken (or failed): the space is this thread's again.
+            let large = buf.len() > SHARED_MAX;
+            buf.clear();
+            if large {
+                *buf = BytesMut::new();
+            }
+            return sent.map(|_| None);
+        }
+        let frame = buf.split().freeze();
+        if frame.len() > SHARED_MAX {
+            *buf = BytesMut::new();
+        }
+        Ok(Some(frame))
+    })
+}
+
+/// [`encode_offer`] with a buffer of the frame's own.
+fn offer_alone<E>(
+    hint: usize,
+    f: impl FnOnce(&mut BytesMut),
+    send: impl FnOnce(&[u8]) -> Result<bool, E>,
+) -> Result<Option<Bytes>, E> {
+    let frame = encode_alone(hint, f);
+    Ok((!send(&frame)?).then_some(frame))
+}
+
 /// [`encode`] into a buffer of the frame's own.
 fn encode_alone(hint: usize, f: impl FnOnce(&mut BytesMut)) -> Bytes {
     let mut buf = BytesMut::with_capacity(hint);
@@ -113,6 +164,46 @@ mod tests {
         assert_ne!(copy.as_ptr(), small.as_ptr());
         let big = encode(CHUNK, |b| b.extend_from_slice(&[6; CHUNK]));
         assert_eq!(detach(big.clone()).as_ptr(), big.as_ptr());
+    }
+
+    /// A frame that was taken where it lay leaves its space to the next one; a frame that
+    /// was not is returned whole, and the next frame does not overwrite it.
+    #[test]
+    fn an_offered_frame_is_taken_in_place_or_returned_whole() {
+        let mut seen = Vec::new();
+        let taken = encode_offer::<()>(
+            100,
+            |b| b.extend_from_slice(&[1; 100]),
+            |f| {
+                seen.extend_from_slice(f);
+                Ok(true)
+            },
+        );
+        assert_eq!(taken, Ok(None));
+        assert_eq!(seen, [1; 100]);
+        let at = BUF.with(|b| b.borrow().as_ptr() as usize);
+        let kept = encode_offer::<()>(
+            100,
+            |b| b.extend_from_slice(&[2; 100]),
+            |f| {
+                assert_eq!(f.as_ptr() as usize, at, "written where the taken one was");
+                Ok(false)
+            },
+        )
+        .expect("no error")
+        .expect("returned");
+        let next = encode(100, |b| b.extend_from_slice(&[3; 100]));
+        assert_eq!(&kept[..], &[2; 100]);
+        assert_eq!(&next[..], &[3; 100]);
+        let failed = encode_offer(8, |b| b.extend_from_slice(b"x"), |_| Err("broken"));
+        assert_eq!(failed, Err("broken"));
+        BUF.with(|b| assert!(b.borrow().is_empty(), "a failed frame is not left behind"));
+        let large = encode_offer::<()>(
+            SHARED_MAX + 1,
+            |b| b.extend_from_slice(&[4; 5]),
+            |_| Ok(false),
+        );
+        assert_eq!(large.expect("no error").as_deref(), Some(&[4u8; 5][..]));
     }
 
     /// Once earlier frames are dropped, the buffer's memory is reused: encoding many frames

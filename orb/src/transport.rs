@@ -305,13 +305,49 @@ impl OrbInner {
     ) -> Result<(), SystemException> {
         match conn.send_parts(parts, &self.stats, &self.reactor) {
             Ok(_) => Ok(()),
-            Err(e) => {
-                let detail = format!("write to {} failed: {e}", conn.peer);
-                self.close_connection(conn, CloseCause::Io(e.to_string()));
-                // Closed because the server's TLS refused our certificate: say so (nothing
-                // was processed), not that a write failed.
-                Err(tls_refusal(conn).unwrap_or_else(|| SystemException::comm_failure(detail)))
+            Err(e) => Err(self.write_failed(conn, e)),
+        }
+    }
+
+    /// A write to `conn` failed: closes it, and says why to the sender.
+    #[cold]
+    fn write_failed(&self, conn: &Arc<Connection>, e: io::Error) -> SystemException {
+        let detail = format!("write to {} failed: {e}", conn.peer);
+        self.close_connection(conn, CloseCause::Io(e.to_string()));
+        // Closed because the server's TLS refused our certificate: say so (nothing was
+        // processed), not that a write failed.
+        tls_refusal(conn).unwrap_or_else(|| SystemException::comm_failure(detail))
+    }
+
+    /// Encodes a whole frame with `encode` (room for `hint` bytes) in this thread's buffer
+    /// and sends it on `conn`, as [`send_or_wait`](Self::send_or_wait) would, or
+    /// [`send_or_wait_queued`](Self::send_or_wait_queued) if `queued`. A connection nobody is
+    /// writing is written from that buffer directly (`outbuf::encode_offer`); a busy one
+    /// queues the frame as `Bytes`, as before.
+    pub(crate) fn send_encoded(
+        &self,
+        conn: &Arc<Connection>,
+        hint: usize,
+        encode: impl FnOnce(&mut BytesMut),
+        queued: bool,
+        deadline: impl FnOnce() -> Instant,
+    ) -> Result<(), SystemException> {
+        if !queued {
+            self.end_kept_hold(conn);
+        }
+        if conn.queued_bytes() > self.config.max_queued_bytes {
+            if queued {
+                self.end_kept_hold(conn);
             }
+            self.wait_drain(conn, deadline())?;
+        }
+        let offered = outbuf::encode_offer(hint, encode, |frame| {
+            conn.send_borrowed(frame, &self.stats, &self.reactor)
+        });
+        match offered {
+            Ok(None) => Ok(()),
+            Ok(Some(frame)) => self.send_now(conn, [frame, Bytes::new()]),
+            Err(e) => Err(self.write_failed(conn, e)),
         }
     }
 

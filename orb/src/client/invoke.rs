@@ -16,7 +16,6 @@ use crate::giop::{
 use crate::ior::{IiopProfile, ObjectRef};
 use crate::lf::{Exit, Participant, Waiter};
 use crate::orb::{Orb, OrbInner};
-use crate::outbuf;
 use crate::stream::Stream;
 use crate::sync::std_lock as lock;
 use crate::tls::stream::TlsStream;
@@ -472,29 +471,31 @@ impl OrbInner {
         let contexts_len: usize = contexts.iter().map(|c| c.data.len() + 12).sum::<usize>()
             + if deadline_data.is_some() { 32 } else { 0 };
         let hint = 64 + profile.object_key.len() + operation.len() + contexts_len + inline_body;
-        let parts = match params.split {
-            Some(b) if b.len() >= crate::transport::SPLIT_BODY_AT => {
-                // Large payload: write the head and length here, the octets from their own
-                // buffer (no copy into the frame).
-                crate::transport::frame_parts(
-                    |buf| write_request_head(buf, version, &header, |w| w.write_len(b.len())),
-                    b.clone(),
-                )
-            }
-            _ => [
-                outbuf::encode(hint, |buf| {
-                    write_request_head(buf, version, &header, |w| (params.write)(w))
-                }),
-                Bytes::new(),
-            ],
-        };
         if thread {
             self.lf.caller_will_wait(self);
         }
-        let sent = if task {
-            self.send_or_wait_queued(&conn, parts, || deadline)
-        } else {
-            self.send_or_wait(&conn, parts, || deadline)
+        let sent = match params.split {
+            Some(b) if b.len() >= crate::transport::SPLIT_BODY_AT => {
+                // Large payload: write the head and length here, the octets from their own
+                // buffer (no copy into the frame).
+                let parts = crate::transport::frame_parts(
+                    |buf| write_request_head(buf, version, &header, |w| w.write_len(b.len())),
+                    b.clone(),
+                );
+                if task {
+                    self.send_or_wait_queued(&conn, parts, || deadline)
+                } else {
+                    self.send_or_wait(&conn, parts, || deadline)
+                }
+            }
+            // The whole frame, written from the thread's buffer if the connection is free.
+            _ => self.send_encoded(
+                &conn,
+                hint,
+                |buf| write_request_head(buf, version, &header, |w| (params.write)(w)),
+                task,
+                || deadline,
+            ),
         };
         if let Err(e) = sent {
             conn.mux.forget(request_id);

@@ -581,6 +581,59 @@ fn a_partial_write_queues_the_rest_until_writable_events_drain_it() {
     assert_eq!(stats.bytes_sent.load(Ordering::Relaxed), 30);
 }
 
+/// A borrowed frame (`send_borrowed`, from the sender's own buffer) on an idle connection is
+/// written at once; what the stream does not take is copied into the queue, goes out before
+/// a frame sent after it, and the buffer it came from may be reused at once.
+#[test]
+fn a_borrowed_frame_is_written_at_once_or_its_rest_copied_into_the_queue() {
+    let (conn, peer) = mem_conn(10, 0, 1024);
+    let (stats, interest) = (Stats::default(), mem::Interest::default());
+    let mut buf = vec![1u8; 25];
+    assert!(conn.send_borrowed(&buf, &stats, &interest).unwrap());
+    assert_eq!(peer.available(), 10);
+    assert_eq!(conn.queued_bytes(), 15 + PART_OVERHEAD);
+    assert!(interest.writable());
+    buf.fill(7); // the sender's buffer, reused: the queued rest is a copy
+    assert!(
+        !conn.send_borrowed(&[2u8; 5], &stats, &interest).unwrap(),
+        "busy behind the queue: the caller queues an owned frame"
+    );
+    conn.send(Bytes::from(vec![2u8; 5]), &stats, &interest)
+        .unwrap();
+    let got = flush_until_done(&conn, &peer, &stats, &interest);
+    assert_eq!(got, [vec![1u8; 25], vec![2u8; 5]].concat());
+    assert_eq!(stats.bytes_sent.load(Ordering::Relaxed), 30);
+    let (conn, peer) = mem_conn(1024, 0, 1024);
+    assert!(conn.send_borrowed(b"whole", &stats, &interest).unwrap());
+    assert_eq!(peer.drain(), b"whole");
+    assert_eq!(conn.queued_bytes(), 0);
+}
+
+/// While another thread writes (or holds the writer role), a borrowed frame is refused
+/// untouched, and the frames queued meanwhile keep their order.
+#[test]
+fn a_borrowed_frame_is_refused_while_another_thread_writes() {
+    let (conn, peer) = mem_conn(1 << 16, 0, 1024);
+    let stats = Arc::new(Stats::default());
+    let interest = Arc::new(mem::Interest::default());
+    let (c, st, i) = (conn.clone(), stats.clone(), interest.clone());
+    conn.io.during_next_write(move || {
+        assert!(!c.send_borrowed(b"bbbb", &st, &*i).unwrap());
+        c.send(Bytes::from_static(b"bbbb"), &st, &*i).unwrap();
+    });
+    assert!(conn.send_borrowed(b"aaaa", &stats, &*interest).unwrap());
+    assert!(conn.io.hook_ran());
+    assert_eq!(peer.drain(), b"aaaabbbb");
+    assert!(conn.hold_writes());
+    assert!(!conn.send_borrowed(b"cccc", &stats, &*interest).unwrap());
+    assert_eq!(peer.available(), 0, "nothing is written while held");
+    assert_eq!(
+        conn.release_writes(&stats, &*interest).unwrap(),
+        Flush::Done
+    );
+    assert_eq!(peer.drain(), b"", "the refused frame was not queued");
+}
+
 /// Frames sent while another thread writes are only queued, and the writer sends them all in
 /// one more write (combining).
 #[test]

@@ -272,6 +272,63 @@ impl<S: Io> Connection<S> {
         Ok(())
     }
 
+    /// Sends a whole frame from the caller's buffer if nobody is writing and nothing is
+    /// queued (a call at a time): true when it was taken, false (nothing done) when the
+    /// connection is busy and the caller must queue the frame as `Bytes` with
+    /// [`send_parts`](Self::send_parts). What the socket does not take now is copied into
+    /// the queue, to go out on the writable event. The frame stays in the caller's buffer,
+    /// which it reuses: no reference count to take and drop per frame (`outbuf::encode_offer`).
+    pub(crate) fn send_borrowed(
+        &self,
+        frame: &[u8],
+        stats: &Stats,
+        reactor: &impl WriteInterest<S>,
+    ) -> io::Result<bool> {
+        let mut w = lock(&self.write);
+        if w.closed {
+            return Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "connection closed",
+            ));
+        }
+        if w.writing || w.writable_interest || !w.queue.is_empty() {
+            return Ok(false);
+        }
+        w.writing = true;
+        drop(w);
+        let r = write_some(self.io.writer(), frame);
+        let mut w = lock(&self.write);
+        let n = match r {
+            Ok(n) => n,
+            Err(e) => {
+                w.writing = false;
+                return Err(e);
+            }
+        };
+        stats.bytes_sent.fetch_add(n as u64, Ordering::Relaxed);
+        stats.socket_writes.fetch_add(1, Ordering::Relaxed);
+        if w.closed {
+            w.writing = false;
+            return Ok(true);
+        }
+        if n < frame.len() {
+            // The rest goes first, ahead of what others queued meanwhile; it may wait for
+            // the peer, so it is a copy of its own (as `outbuf::detach` makes).
+            let mut batch = std::mem::take(&mut w.spare);
+            batch.push(Bytes::copy_from_slice(&frame[n..]));
+            w.queue.put_back(&mut batch, 0);
+            w.spare = batch;
+            self.queued.store(w.queue.charge(), Ordering::Release);
+        }
+        if w.queue.is_empty() && !self.io.wants_write_call() {
+            w.writing = false;
+            return Ok(true);
+        }
+        // Sent, whether now or on the writable event (`WantWritable`).
+        let _: Flush = self.write_queue(w, stats, reactor)?;
+        Ok(true)
+    }
+
     /// Writes queued frames (on a writable event). [`Flush::Done`] when the queue is empty
     /// and writable interest was dropped (or the connection is closed).
     pub(crate) fn flush(
@@ -481,6 +538,25 @@ impl<S: Io> Connection<S> {
     pub(crate) fn queued_bytes(&self) -> usize {
         self.queued.load(Ordering::Acquire)
     }
+}
+
+/// Writes as much of `buf` as the socket takes now; `WouldBlock` is not an error. Returns the
+/// bytes written.
+fn write_some(mut s: impl Write, mut buf: &[u8]) -> io::Result<usize> {
+    let mut done = 0;
+    while !buf.is_empty() {
+        match s.write(buf) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "socket wrote 0")),
+            Ok(n) => {
+                done += n;
+                buf = &buf[n..];
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
 }
 
 /// Writes as much of `bufs` as the socket takes now, with `writev` (no copy, no allocation);

@@ -16,7 +16,7 @@ use crate::outbuf;
 use crate::servant::{Context, Discard, ReplySink};
 use crate::transport::{frame_parts, SPLIT_BODY_AT};
 use crate::upcall::{Serving, Upcall};
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
@@ -269,16 +269,23 @@ impl OrbInner {
         body: ReplyBody,
         metadata: Option<&Metadata>,
     ) {
-        let parts = self.reply_parts_with(version, request_id, body, metadata);
+        let plan = self.reply_plan(request_id, body, metadata);
         let timeout = self.config.call_timeout;
         let deadline = || Instant::now() + timeout;
-        let sent = if self.config.reply_batch_hold.is_zero() {
-            // Not behind anyone's kept hold (a driver's lasts until its next poll).
-            self.send_or_wait(conn, parts, deadline)
-        } else {
-            // Queued behind the hold for the batch this request came in, if one is kept:
-            // this thread waits for nothing once the reply is queued.
-            self.send_or_wait_queued(conn, parts, deadline)
+        // With reply batching on, queued behind the hold for the batch this request came
+        // in, if one is kept: this thread waits for nothing once the reply is queued. Else
+        // not behind anyone's kept hold (a driver's lasts until its next poll).
+        let queued = !self.config.reply_batch_hold.is_zero();
+        let sent = match plan.large_parts(version) {
+            Some(parts) if queued => self.send_or_wait_queued(conn, parts, deadline),
+            Some(parts) => self.send_or_wait(conn, parts, deadline),
+            None => self.send_encoded(
+                conn,
+                plan.capacity(),
+                |buf| plan.write(buf, version),
+                queued,
+                deadline,
+            ),
         };
         if let Err(e) = sent {
             if e.kind == SystemExceptionKind::TIMEOUT {
@@ -307,6 +314,21 @@ impl OrbInner {
         body: ReplyBody,
         metadata: Option<&Metadata>,
     ) -> [Bytes; 2] {
+        let plan = self.reply_plan(request_id, body, metadata);
+        plan.large_parts(version).unwrap_or_else(|| {
+            let frame = outbuf::encode(plan.capacity(), |buf| plan.write(buf, version));
+            [frame, Bytes::new()]
+        })
+    }
+
+    /// A reply's header and body, ready to be written: a result over the maximum message
+    /// size is replaced by MARSHAL, and the reply's contexts are gathered.
+    fn reply_plan(
+        &self,
+        request_id: u32,
+        body: ReplyBody,
+        metadata: Option<&Metadata>,
+    ) -> ReplyPlan {
         let too_big = match &body {
             ReplyBody::Octets(b) => b.len() > self.config.max_message_size,
             ReplyBody::User(u) => u.payload.len() > self.config.max_message_size,
@@ -331,33 +353,50 @@ impl OrbInner {
             status,
             service_context: reply_contexts(&body, metadata),
         };
-        match &body {
-            // A large result goes out from its own buffer (see `frame_parts`).
-            ReplyBody::Octets(b) if b.len() >= SPLIT_BODY_AT => frame_parts(
-                |head| write_reply(head, version, &header, |w| w.write_len(b.len())),
+        ReplyPlan { header, body }
+    }
+}
+
+/// A reply to write ([`OrbInner::reply_plan`]).
+struct ReplyPlan {
+    header: ReplyHeader,
+    body: ReplyBody,
+}
+
+impl ReplyPlan {
+    /// A large result's frame as two parts: the head (with the octets' length), and the
+    /// octets from their own buffer, uncopied (see `frame_parts`). `None` for any other
+    /// reply, which is written whole ([`write`](Self::write)).
+    fn large_parts(&self, version: Version) -> Option<[Bytes; 2]> {
+        match &self.body {
+            ReplyBody::Octets(b) if b.len() >= SPLIT_BODY_AT => Some(frame_parts(
+                |head| write_reply(head, version, &self.header, |w| w.write_len(b.len())),
                 b.clone(),
-            ),
-            _ => {
-                let cap = 64
-                    + match &body {
-                        ReplyBody::Octets(b) => b.len(),
-                        ReplyBody::User(u) => u.payload.len() + u.repository_id.len(),
-                        _ => 64,
-                    };
-                let frame = outbuf::encode(cap, |buf| {
-                    write_reply(buf, version, &header, |w| match &body {
-                        ReplyBody::Octets(b) => w.write_octets(b),
-                        ReplyBody::Bool(v) => w.write_bool(*v),
-                        ReplyBody::User(u) => {
-                            w.write_string(&u.repository_id);
-                            w.write_octets(&u.payload);
-                        }
-                        ReplyBody::System(e) => encode_system_exception(e, w),
-                    })
-                });
-                [frame, Bytes::new()]
-            }
+            )),
+            _ => None,
         }
+    }
+
+    /// Room for the whole frame.
+    fn capacity(&self) -> usize {
+        64 + match &self.body {
+            ReplyBody::Octets(b) => b.len(),
+            ReplyBody::User(u) => u.payload.len() + u.repository_id.len(),
+            _ => 64,
+        }
+    }
+
+    /// Writes the whole frame into `buf`.
+    fn write(&self, buf: &mut BytesMut, version: Version) {
+        write_reply(buf, version, &self.header, |w| match &self.body {
+            ReplyBody::Octets(b) => w.write_octets(b),
+            ReplyBody::Bool(v) => w.write_bool(*v),
+            ReplyBody::User(u) => {
+                w.write_string(&u.repository_id);
+                w.write_octets(&u.payload);
+            }
+            ReplyBody::System(e) => encode_system_exception(e, w),
+        });
     }
 }
 
