@@ -42,11 +42,11 @@
 use super::error::FrameError;
 use super::header::{Header, MsgType, HEADER_LEN};
 use super::locate::{decode_locate_reply, decode_locate_request, write_locate_reply_in};
-use super::reply::{decode_reply, write_reply_in};
-use super::request::{decode_request, write_request_in};
+use super::reply::{decode_reply_parts, write_reply_in};
+use super::request::{decode_request_parts, write_request_in};
 use super::{
     write_cancel_request, write_close_connection, write_locate_request, write_message_error, Frame,
-    Message,
+    Message, Reply, Request,
 };
 use crate::cdr::{ByteOrder, CdrReader, DecodeResultExt};
 use bytes::{Bytes, BytesMut};
@@ -319,8 +319,21 @@ fn decode_message(h: Header, msg: Bytes) -> Result<Frame, FrameError> {
     let mut r = CdrReader::new(&msg, h.order);
     r.skip(HEADER_LEN)?;
     let message = match h.msg_type {
-        MsgType::Request => Message::Request(Box::new(decode_request(h.version, &msg, &mut r)?)),
-        MsgType::Reply => Message::Reply(decode_reply(h.version, &msg, &mut r)?),
+        // The body takes the frame over (no slice of it made, no reference count moved).
+        MsgType::Request => {
+            let (header, body) = decode_request_parts(h.version, &msg, &mut r)?;
+            Message::Request(Box::new(Request {
+                header,
+                body: body.owned(msg),
+            }))
+        }
+        MsgType::Reply => {
+            let (header, body) = decode_reply_parts(h.version, &msg, &mut r)?;
+            Message::Reply(Reply {
+                header,
+                body: body.owned(msg),
+            })
+        }
         MsgType::CancelRequest => Message::CancelRequest {
             request_id: r.read_u32().field("request_id").field("CancelRequest")?,
         },

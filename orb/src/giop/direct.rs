@@ -9,7 +9,7 @@
 //! this module decides no error of its own: tests check that wherever it answers, the
 //! reader's way gives the same message and position.
 
-use super::{Body, ServiceContext, ServiceContextList, HEADER_LEN};
+use super::{BodyAt, ServiceContext, ServiceContextList, HEADER_LEN};
 use crate::cdr::{ByteOrder, CdrReader};
 use bytes::Bytes;
 
@@ -82,18 +82,14 @@ impl<'m> Direct<'m> {
     /// The body from `at` on: 8-aligned, the padding only if bytes remain (senders omit it
     /// before an empty body). Consumes the rest of `r`, as `rest_as_body` does.
     #[inline]
-    pub(super) fn body_at(&self, at: usize, r: &mut CdrReader<'_>) -> Option<Body> {
+    pub(super) fn body_at(&self, at: usize, r: &mut CdrReader<'_>) -> Option<BodyAt> {
         let len = self.msg.len();
         let at = if at < len { align(at, 8)? } else { at };
         if at > len {
             return None;
         }
         r.skip(len - HEADER_LEN).ok()?;
-        Some(Body {
-            bytes: self.msg.slice(at..),
-            offset: at,
-            order: self.order,
-        })
+        Some(BodyAt::Rest(at, self.order))
     }
 }
 

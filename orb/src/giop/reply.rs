@@ -9,7 +9,9 @@
 
 use super::direct::Direct;
 use super::service_context::{context_id, ErrorText};
-use super::{begin_message, end_message, rest_as_body, Body, MsgType, ServiceContextList, Version};
+use super::{
+    begin_message, end_message, rest_as_body, Body, BodyAt, MsgType, ServiceContextList, Version,
+};
 use crate::cdr::{
     ByteOrder, CdrReader, CdrReply, CdrWriter, DecodeError, DecodeErrorKind, DecodeResultExt,
 };
@@ -145,44 +147,58 @@ pub(crate) fn unsupported_status(s: ReplyStatus) -> SystemException {
 /// Decodes a Reply message (reader positioned at offset 12 of `msg`).
 ///
 /// A status value outside the version's range (0..=5 in 1.2, 0..=3 before) is an error.
+#[cfg(test)]
 pub(crate) fn decode_reply(
     version: Version,
     msg: &Bytes,
     r: &mut CdrReader<'_>,
 ) -> Result<Reply, DecodeError> {
+    let (header, body) = decode_reply_parts(version, msg, r)?;
+    Ok(Reply {
+        header,
+        body: body.sliced(msg),
+    })
+}
+
+/// [`decode_reply`]'s header, and where its body is (for a decoder that owns `msg` and lets
+/// the body take it over: [`BodyAt::owned`]).
+pub(crate) fn decode_reply_parts(
+    version: Version,
+    msg: &Bytes,
+    r: &mut CdrReader<'_>,
+) -> Result<(ReplyHeader, BodyAt), DecodeError> {
     decode_reply_inner(version, msg, r).field("Reply")
 }
 
 /// Decodes a well-formed GIOP 1.2 Reply straight from the frame's bytes ([`Direct`]), for
 /// a reader at the reply header; `None` for anything else, which the reader's way then
 /// decodes or reports.
-fn decode_reply_1_2_fast(msg: &Bytes, r: &mut CdrReader<'_>) -> Option<Reply> {
+fn decode_reply_1_2_fast(msg: &Bytes, r: &mut CdrReader<'_>) -> Option<(ReplyHeader, BodyAt)> {
     let d = Direct::at_header(msg, r)?;
     let request_id = d.u32_at(12)?;
     let status = ReplyStatus::from_u32(d.u32_at(16)?)?;
     let (service_context, at) = d.contexts_at(20)?;
     let body = d.body_at(at, r)?;
-    Some(Reply {
-        header: ReplyHeader {
-            request_id,
-            status,
-            service_context,
-        },
-        body,
-    })
+    let header = ReplyHeader {
+        request_id,
+        status,
+        service_context,
+    };
+    Some((header, body))
 }
 
 fn decode_reply_inner(
     version: Version,
     msg: &Bytes,
     r: &mut CdrReader<'_>,
-) -> Result<Reply, DecodeError> {
+) -> Result<(ReplyHeader, BodyAt), DecodeError> {
     if version.minor >= 2 {
         if let Some(reply) = decode_reply_1_2_fast(msg, r) {
             return Ok(reply);
         }
     }
-    decode_reply_fields(version, msg, r)
+    let reply = decode_reply_fields(version, msg, r)?;
+    Ok((reply.header, BodyAt::Made(reply.body)))
 }
 
 /// [`decode_reply_inner`] field by field through the reader: any reply, and the errors with
@@ -409,7 +425,12 @@ mod tests {
                             slow_r.skip(HEADER_LEN).unwrap();
                             fast_r.skip(HEADER_LEN).unwrap();
                             let slow = decode_reply_fields(Version::V1_2, m, &mut slow_r);
-                            let Some(fast) = decode_reply_1_2_fast(m, &mut fast_r) else {
+                            let fast =
+                                decode_reply_1_2_fast(m, &mut fast_r).map(|(header, body)| Reply {
+                                    header,
+                                    body: body.sliced(m),
+                                });
+                            let Some(fast) = fast else {
                                 assert!(i > 0, "a well-formed reply not decoded directly");
                                 assert_eq!(fast_r.position(), HEADER_LEN);
                                 continue;

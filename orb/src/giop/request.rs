@@ -14,7 +14,7 @@
 
 use super::direct::{align, Direct};
 use super::{begin_message, end_message, read_octets_of, read_string_of, rest_as_body};
-use super::{Body, ByteString, MsgType};
+use super::{Body, BodyAt, ByteString, MsgType};
 use super::{RequestContexts, ServiceContext, Version};
 use crate::cdr::{ByteOrder, CdrReader, CdrWriter, DecodeError, DecodeErrorKind, DecodeResultExt};
 use crate::ior::{IiopProfile, ObjectRef, TaggedProfile, TAG_INTERNET_IOP};
@@ -246,18 +246,33 @@ pub struct Request {
 /// 1.0/1.1 `response_expected` maps to response flags 0x03 (true) or 0x00 (false); the
 /// requesting principal is read and dropped. The body is everything after the header (1.2:
 /// after the padding to 8, which is only skipped when bytes remain).
+#[cfg(test)]
 pub(crate) fn decode_request(
     version: Version,
     msg: &Bytes,
     r: &mut CdrReader<'_>,
 ) -> Result<Request, DecodeError> {
+    let (header, body) = decode_request_parts(version, msg, r)?;
+    Ok(Request {
+        header,
+        body: body.sliced(msg),
+    })
+}
+
+/// [`decode_request`]'s header, and where its body is (for a decoder that owns `msg` and
+/// lets the body take it over: [`BodyAt::owned`]).
+pub(crate) fn decode_request_parts(
+    version: Version,
+    msg: &Bytes,
+    r: &mut CdrReader<'_>,
+) -> Result<(RequestHeader, BodyAt), DecodeError> {
     decode_request_inner(version, msg, r).field("Request")
 }
 
 /// Decodes the common GIOP 1.2 Request (a KeyAddr target, well-formed) straight from the
 /// frame's bytes ([`Direct`]), for a reader at the request header; `None` for anything else,
 /// which the reader's way then decodes or reports.
-fn decode_request_1_2_fast(msg: &Bytes, r: &mut CdrReader<'_>) -> Option<Request> {
+fn decode_request_1_2_fast(msg: &Bytes, r: &mut CdrReader<'_>) -> Option<(RequestHeader, BodyAt)> {
     let d = Direct::at_header(msg, r)?;
     let request_id = d.u32_at(12)?;
     let response_flags = *msg.get(16)?;
@@ -274,29 +289,28 @@ fn decode_request_1_2_fast(msg: &Bytes, r: &mut CdrReader<'_>) -> Option<Request
     let operation = ByteString::try_from(msg.slice(op.start..op.end - 1)).ok()?;
     let (service_context, at) = d.contexts_at(align(op.end, 4)?)?;
     let body = d.body_at(at, r)?;
-    Some(Request {
-        header: RequestHeader {
-            request_id,
-            response_flags,
-            target: TargetAddress::Key(msg.slice(key)),
-            operation,
-            service_context,
-        },
-        body,
-    })
+    let header = RequestHeader {
+        request_id,
+        response_flags,
+        target: TargetAddress::Key(msg.slice(key)),
+        operation,
+        service_context,
+    };
+    Some((header, body))
 }
 
 fn decode_request_inner(
     version: Version,
     msg: &Bytes,
     r: &mut CdrReader<'_>,
-) -> Result<Request, DecodeError> {
+) -> Result<(RequestHeader, BodyAt), DecodeError> {
     if version.minor >= 2 {
         if let Some(request) = decode_request_1_2_fast(msg, r) {
             return Ok(request);
         }
     }
-    decode_request_fields(version, msg, r)
+    let request = decode_request_fields(version, msg, r)?;
+    Ok((request.header, BodyAt::Made(request.body)))
 }
 
 /// [`decode_request_inner`] field by field through the reader: any request, and the errors
@@ -641,7 +655,11 @@ mod tests {
                 return false;
             }
             let slow = decode_request_fields(Version::V1_2, msg, &mut slow_r);
-            let Some(fast) = decode_request_1_2_fast(msg, &mut fast_r) else {
+            let fast = decode_request_1_2_fast(msg, &mut fast_r).map(|(header, body)| Request {
+                header,
+                body: body.sliced(msg),
+            });
+            let Some(fast) = fast else {
                 assert_eq!(
                     fast_r.position(),
                     HEADER_LEN,
