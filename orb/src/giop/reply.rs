@@ -144,9 +144,7 @@ pub(crate) fn unsupported_status(s: ReplyStatus) -> SystemException {
     )
 }
 
-/// Decodes a Reply message (reader positioned at offset 12 of `msg`).
-///
-/// A status value outside the version's range (0..=5 in 1.2, 0..=3 before) is an error.
+/// [`decode_reply_parts`] with the body sliced out of `msg` (tests).
 #[cfg(test)]
 pub(crate) fn decode_reply(
     version: Version,
@@ -160,8 +158,11 @@ pub(crate) fn decode_reply(
     })
 }
 
-/// [`decode_reply`]'s header, and where its body is (for a decoder that owns `msg` and lets
-/// the body take it over: [`BodyAt::owned`]).
+/// Decodes a Reply message (reader positioned at offset 12 of `msg`): its header, and where
+/// its body is, for a decoder that owns `msg` and lets the body take it over
+/// ([`BodyAt::owned`]).
+///
+/// A status value outside the version's range (0..=5 in 1.2, 0..=3 before) is an error.
 pub(crate) fn decode_reply_parts(
     version: Version,
     msg: &Bytes,

@@ -239,13 +239,7 @@ pub struct Request {
     pub body: Body,
 }
 
-/// Decodes a Request message (everything after the 12-byte GIOP header) for `version`.
-/// `msg` is the whole message including header, so the body can be sliced without copying;
-/// the reader starts at offset 12.
-///
-/// 1.0/1.1 `response_expected` maps to response flags 0x03 (true) or 0x00 (false); the
-/// requesting principal is read and dropped. The body is everything after the header (1.2:
-/// after the padding to 8, which is only skipped when bytes remain).
+/// [`decode_request_parts`] with the body sliced out of `msg` (tests).
 #[cfg(test)]
 pub(crate) fn decode_request(
     version: Version,
@@ -259,8 +253,14 @@ pub(crate) fn decode_request(
     })
 }
 
-/// [`decode_request`]'s header, and where its body is (for a decoder that owns `msg` and
-/// lets the body take it over: [`BodyAt::owned`]).
+/// Decodes a Request message (everything after the 12-byte GIOP header) for `version`:
+/// its header, and where its body is, for a decoder that owns `msg` and lets the body take
+/// it over ([`BodyAt::owned`]). `msg` is the whole message including header; the reader
+/// starts at offset 12.
+///
+/// 1.0/1.1 `response_expected` maps to response flags 0x03 (true) or 0x00 (false); the
+/// requesting principal is read and dropped. The body is everything after the header (1.2:
+/// after the padding to 8, which is only skipped when bytes remain).
 pub(crate) fn decode_request_parts(
     version: Version,
     msg: &Bytes,
