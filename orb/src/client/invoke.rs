@@ -51,6 +51,9 @@ pub(crate) struct Sent {
     pub(crate) version: Version,
     /// The call's `invoke` span.
     pub(crate) span: tracing::Span,
+    /// The caller's clock reading that stood for the send's (no connect in between): the
+    /// wait's first deadline check uses it instead of reading the clock again.
+    pub(crate) clock: Option<Instant>,
 }
 
 impl Orb {
@@ -352,7 +355,7 @@ impl OrbInner {
         let (conn, request_id) = (&sent.conn, sent.request_id);
         let exit = {
             let _suspended = self.suspend_dispatch();
-            self.lf.run(&p, Some(deadline), self)
+            self.lf.run_from(&p, Some(deadline), sent.clock, self)
         };
         if exit != Exit::Completed && conn.mux.forget(request_id) {
             // Nobody will complete it now.
@@ -509,6 +512,7 @@ impl OrbInner {
         Ok(Sent {
             conn,
             request_id,
+            clock: clock.filter(|_| at_once),
             version,
             span,
         })

@@ -459,6 +459,19 @@ impl Lf {
         deadline: Option<Instant>,
         driver: &D,
     ) -> Exit {
+        self.run_from(p, deadline, None, driver)
+    }
+
+    /// [`run`](Self::run), with `clock`, if given, a reading the caller took microseconds
+    /// ago (before a send, say) standing for the clock at the first deadline check: a clock
+    /// read fewer per call. The checks after a wait read the clock.
+    pub(crate) fn run_from<D: Driver>(
+        &self,
+        p: &Arc<Participant>,
+        deadline: Option<Instant>,
+        mut clock: Option<Instant>,
+        driver: &D,
+    ) -> Exit {
         // This thread's last standby wait was a whole tick without an unarmed vacancy: the
         // pool is idle, so its next one has no timeout (an idle ORB does not tick).
         let mut quiet = false;
@@ -487,7 +500,10 @@ impl Lf {
                     } else if st.shutdown {
                         Some(Exit::Shutdown)
                     } else if deadline.is_some_and(|d| {
-                        let u = Until::from_now(d);
+                        let u = match clock.take() {
+                            Some(now) => Until { deadline: d, now },
+                            None => Until::from_now(d),
+                        };
                         until = Some(u);
                         u.now >= d
                     }) {
