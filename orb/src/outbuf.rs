@@ -53,50 +53,40 @@ pub(crate) fn encode(hint: usize, f: impl FnOnce(&mut BytesMut)) -> Bytes {
 /// into a queue), the buffer's space is reused by the next frame: no `Bytes` is made, so no
 /// reference count is taken and dropped (two atomic read-modify-writes and the split's
 /// bookkeeping per frame; PROFILE.md). If not (`Ok(false)`: the connection is busy), the
-/// frame is returned as `Bytes`, as [`encode`] would have, for the caller to queue.
+/// frame is returned as `Bytes`, as [`encode`] would have, for the caller to queue. A frame
+/// over `SHARED_MAX` is returned as `Bytes` without being offered: what a full socket leaves
+/// of it then waits uncopied.
 pub(crate) fn encode_offer<E>(
     hint: usize,
     f: impl FnOnce(&mut BytesMut),
     send: impl FnOnce(&[u8]) -> Result<bool, E>,
 ) -> Result<Option<Bytes>, E> {
     if hint > SHARED_MAX {
-        return offer_alone(hint, f, send);
+        return Ok(Some(encode_alone(hint, f)));
     }
     BUF.with(|b| {
         let Ok(mut buf) = b.try_borrow_mut() else {
-            return offer_alone(hint, f, send);
+            return Ok(Some(encode_alone(hint, f)));
         };
         debug_assert!(buf.is_empty());
         if buf.capacity() < hint {
             buf.reserve(hint.max(CHUNK));
         }
         f(&mut buf);
+        if buf.len() > SHARED_MAX {
+            // It outgrew its hint: let its allocation go with it.
+            let frame = buf.split().freeze();
+            *buf = BytesMut::new();
+            return Ok(Some(frame));
+        }
         let sent = send(&buf);
         if !matches!(sent, Ok(false)) {
             // Taken (or failed): the space is this thread's again.
-            let large = buf.len() > SHARED_MAX;
             buf.clear();
-            if large {
-                *buf = BytesMut::new();
-            }
             return sent.map(|_| None);
         }
-        let frame = buf.split().freeze();
-        if frame.len() > SHARED_MAX {
-            *buf = BytesMut::new();
-        }
-        Ok(Some(frame))
+        Ok(Some(buf.split().freeze()))
     })
-}
-
-/// [`encode_offer`] with a buffer of the frame's own.
-fn offer_alone<E>(
-    hint: usize,
-    f: impl FnOnce(&mut BytesMut),
-    send: impl FnOnce(&[u8]) -> Result<bool, E>,
-) -> Result<Option<Bytes>, E> {
-    let frame = encode_alone(hint, f);
-    Ok((!send(&frame)?).then_some(frame))
 }
 
 /// [`encode`] into a buffer of the frame's own.
@@ -198,12 +188,16 @@ mod tests {
         let failed = encode_offer(8, |b| b.extend_from_slice(b"x"), |_| Err("broken"));
         assert_eq!(failed, Err("broken"));
         BUF.with(|b| assert!(b.borrow().is_empty(), "a failed frame is not left behind"));
-        let large = encode_offer::<()>(
-            SHARED_MAX + 1,
-            |b| b.extend_from_slice(&[4; 5]),
-            |_| Ok(false),
-        );
+        // Large frames are not offered: returned whole, their buffer not kept.
+        let offered = |f: &[u8]| -> Result<bool, ()> { panic!("offered {} bytes", f.len()) };
+        let large = encode_offer(SHARED_MAX + 1, |b| b.extend_from_slice(&[4; 5]), offered);
         assert_eq!(large.expect("no error").as_deref(), Some(&[4u8; 5][..]));
+        let grown = encode_offer(8, |b| b.extend_from_slice(&[5; SHARED_MAX + 1]), offered);
+        assert_eq!(
+            grown.expect("no error").map(|f| f.len()),
+            Some(SHARED_MAX + 1)
+        );
+        BUF.with(|b| assert!(b.borrow().capacity() < CHUNK, "the buffer kept a large one"));
     }
 
     /// Once earlier frames are dropped, the buffer's memory is reused: encoding many frames
