@@ -8,6 +8,10 @@
 //! reused in place; a frame still queued keeps its chunk alive, and the next frame goes into
 //! a new one. A small frame that has to wait behind a full socket is copied out first
 //! ([`detach`]), so that a slow peer's queue does not hold a chunk per frame.
+//!
+//! The frames of the request path (a call's request, an upcall's reply) are not split off
+//! at all when their connection is free: [`encode_offer`] lets the connection write them
+//! from the buffer where they lie, and the next frame reuses the space.
 
 use bytes::{Bytes, BytesMut};
 use std::cell::RefCell;
