@@ -154,6 +154,11 @@ pub(crate) struct WriteState {
 }
 
 impl WriteState {
+    /// Nobody is writing and nothing waits: a frame may be written around the queue.
+    fn is_free(&self) -> bool {
+        !self.writing && !self.writable_interest && self.queue.is_empty()
+    }
+
     /// [`Connection::watch_drain`] under the write lock.
     pub(super) fn watch_drain(&mut self, max: usize) -> bool {
         if self.closed || self.queue.charge() <= max {
@@ -219,41 +224,22 @@ impl<S: Io> Connection<S> {
                 "connection closed",
             ));
         }
-        if !w.writing && !w.writable_interest && w.queue.is_empty() {
+        if w.is_free() {
             // Nothing queued and nobody writing (a call at a time): write the frame from its
             // own buffers, around the queue. Frames sent meanwhile queue behind it.
-            w.writing = true;
-            drop(w);
-            let r = write_vectored_some::<2>(self.io.writer(), &parts);
-            let mut w = lock(&self.write);
-            let n = match r {
-                Ok(n) => n,
-                Err(e) => {
-                    w.writing = false;
-                    return Err(e);
-                }
-            };
-            stats.bytes_sent.fetch_add(n as u64, Ordering::Relaxed);
-            stats.socket_writes.fetch_add(1, Ordering::Relaxed);
-            if w.closed {
-                w.writing = false;
-                return Ok(());
-            }
-            if n < parts[0].len() + parts[1].len() {
-                // The rest goes first, ahead of what others queued meanwhile.
-                let mut batch = std::mem::take(&mut w.spare);
-                batch.extend(parts);
-                w.queue.put_back(&mut batch, n);
-                w.spare = batch;
-                self.queued.store(w.queue.charge(), Ordering::Release);
-            }
-            if w.queue.is_empty() && !self.io.wants_write_call() {
-                w.writing = false;
-                return Ok(());
-            }
-            // Sent, whether now or on the writable event (`WantWritable`).
-            let _: Flush = self.write_queue(w, stats, reactor)?;
-            return Ok(());
+            return self.write_around_queue(
+                w,
+                parts,
+                |io, parts| write_vectored_some::<2>(io.writer(), parts),
+                |n, parts, batch| {
+                    if n < parts[0].len() + parts[1].len() {
+                        batch.extend(parts);
+                    }
+                    n
+                },
+                stats,
+                reactor,
+            );
         }
         let [mut head, body] = parts;
         if w.writable_interest {
@@ -284,19 +270,52 @@ impl<S: Io> Connection<S> {
         stats: &Stats,
         reactor: &impl WriteInterest<S>,
     ) -> io::Result<bool> {
-        let mut w = lock(&self.write);
+        let w = lock(&self.write);
         if w.closed {
             return Err(io::Error::new(
                 io::ErrorKind::NotConnected,
                 "connection closed",
             ));
         }
-        if w.writing || w.writable_interest || !w.queue.is_empty() {
+        if !w.is_free() {
             return Ok(false);
         }
+        self.write_around_queue(
+            w,
+            frame,
+            |io, frame| write_some(io.writer(), frame),
+            |n, frame, batch| {
+                if n < frame.len() {
+                    // It may wait for the peer: a copy of its own (as `outbuf::detach` makes).
+                    batch.push(Bytes::copy_from_slice(&frame[n..]));
+                }
+                0
+            },
+            stats,
+            reactor,
+        )?;
+        Ok(true)
+    }
+
+    /// Writes `frame` around the queue, which `w` (the write lock) found free: the writer
+    /// role is taken, `write` runs without the lock, and what the socket did not take goes
+    /// first in the queue, ahead of what others queued meanwhile, to be written on (or on
+    /// the writable event). `rest(n, frame, batch)` puts the frame's unwritten buffers into
+    /// `batch` (`n` bytes of the frame were written) and says how many bytes of those
+    /// buffers were written already.
+    #[inline]
+    fn write_around_queue<F>(
+        &self,
+        mut w: MutexGuard<'_, WriteState>,
+        frame: F,
+        write: impl FnOnce(&S, &F) -> io::Result<usize>,
+        rest: impl FnOnce(usize, F, &mut Vec<Bytes>) -> usize,
+        stats: &Stats,
+        reactor: &impl WriteInterest<S>,
+    ) -> io::Result<()> {
         w.writing = true;
         drop(w);
-        let r = write_some(self.io.writer(), frame);
+        let r = write(&self.io, &frame);
         let mut w = lock(&self.write);
         let n = match r {
             Ok(n) => n,
@@ -309,24 +328,23 @@ impl<S: Io> Connection<S> {
         stats.socket_writes.fetch_add(1, Ordering::Relaxed);
         if w.closed {
             w.writing = false;
-            return Ok(true);
+            return Ok(());
         }
-        if n < frame.len() {
-            // The rest goes first, ahead of what others queued meanwhile; it may wait for
-            // the peer, so it is a copy of its own (as `outbuf::detach` makes).
+        // The spare batch is empty between uses: filled only with an unwritten rest.
+        let written = rest(n, frame, &mut w.spare);
+        if !w.spare.is_empty() {
             let mut batch = std::mem::take(&mut w.spare);
-            batch.push(Bytes::copy_from_slice(&frame[n..]));
-            w.queue.put_back(&mut batch, 0);
+            w.queue.put_back(&mut batch, written);
             w.spare = batch;
             self.queued.store(w.queue.charge(), Ordering::Release);
         }
         if w.queue.is_empty() && !self.io.wants_write_call() {
             w.writing = false;
-            return Ok(true);
+            return Ok(());
         }
         // Sent, whether now or on the writable event (`WantWritable`).
         let _: Flush = self.write_queue(w, stats, reactor)?;
-        Ok(true)
+        Ok(())
     }
 
     /// Writes queued frames (on a writable event). [`Flush::Done`] when the queue is empty
