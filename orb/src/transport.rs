@@ -319,16 +319,61 @@ impl OrbInner {
         tls_refusal(conn).unwrap_or_else(|| SystemException::comm_failure(detail))
     }
 
-    /// Encodes a whole frame with `encode` (room for `hint` bytes) in this thread's buffer
-    /// and sends it on `conn`, as [`send_or_wait`](Self::send_or_wait) would, or
-    /// [`send_or_wait_queued`](Self::send_or_wait_queued) if `queued`. A connection nobody is
-    /// writing is written from that buffer directly (`outbuf::encode_offer`); a busy one
-    /// queues the frame as `Bytes`, as before.
+    /// Sends a whole frame on `conn`, by a thread that is not the leader (an upcall's reply,
+    /// a caller's request); a failure closes the connection. Makes room first (see
+    /// [`make_room`](Self::make_room)). Never called inside
+    /// [`Driver::lead`](crate::lf::Driver::lead).
+    pub(crate) fn send_or_wait(
+        &self,
+        conn: &Arc<Connection>,
+        parts: [Bytes; 2],
+        queued: bool,
+        deadline: impl FnOnce() -> Instant,
+    ) -> Result<(), SystemException> {
+        self.make_room(conn, queued, deadline)?;
+        self.send_now(conn, parts)
+    }
+
+    /// [`send_or_wait`](Self::send_or_wait) for a frame encoded by `encode` (room for
+    /// `hint` bytes) in this thread's buffer: a connection nobody is writing is written from
+    /// that buffer directly (`outbuf::encode_offer`), a busy one queues the frame as `Bytes`.
     pub(crate) fn send_encoded(
         &self,
         conn: &Arc<Connection>,
         hint: usize,
         encode: impl FnOnce(&mut BytesMut),
+        queued: bool,
+        deadline: impl FnOnce() -> Instant,
+    ) -> Result<(), SystemException> {
+        self.make_room(conn, queued, deadline)?;
+        let offered = outbuf::encode_offer(hint, encode, |frame| {
+            conn.send_borrowed(frame, &self.stats, &self.reactor)
+        });
+        match offered {
+            Ok(None) => Ok(()),
+            Ok(Some(frame)) => self.send_now(conn, [frame, Bytes::new()]),
+            Err(e) => Err(self.write_failed(conn, e)),
+        }
+    }
+
+    /// Before a sender that is not the leader adds a frame to `conn`: a frame is accepted
+    /// while the outgoing queue is under its bound (a soft bound: one frame may take it
+    /// over); over it, this thread first waits (as a bound Leader/Followers participant, so
+    /// it can lead and flush meanwhile) until the queue drains, at most until `deadline()`
+    /// (only asked then: a clock read per reply otherwise).
+    ///
+    /// A sender that may wait next (a blocking caller, for its reply) ends a kept hold
+    /// first, not to sit behind it (a driver's lasts until the driver's next poll, a batch's
+    /// until the batch's last dispatch). A sender that waits for nothing once its frame is
+    /// queued (`queued`: an asynchronous call's request, which may go out with the other
+    /// requests of the tasks a driver's turn woke (`Connection::keep_hold`); an upcall's
+    /// reply with reply batching on, which may go out with the replies to one read's
+    /// requests (`Connection::hold_for_batch`)) leaves the hold in place, unless the queue
+    /// is over its bound: then it ends it, so that the queue can drain while it waits.
+    #[inline]
+    fn make_room(
+        &self,
+        conn: &Arc<Connection>,
         queued: bool,
         deadline: impl FnOnce() -> Instant,
     ) -> Result<(), SystemException> {
@@ -341,55 +386,7 @@ impl OrbInner {
             }
             self.wait_drain(conn, deadline())?;
         }
-        let offered = outbuf::encode_offer(hint, encode, |frame| {
-            conn.send_borrowed(frame, &self.stats, &self.reactor)
-        });
-        match offered {
-            Ok(None) => Ok(()),
-            Ok(Some(frame)) => self.send_now(conn, [frame, Bytes::new()]),
-            Err(e) => Err(self.write_failed(conn, e)),
-        }
-    }
-
-    /// Sends a whole frame on `conn`, by a thread that is not the leader (an upcall's reply,
-    /// a caller's request); a failure closes the connection. A frame is accepted while the
-    /// outgoing queue is under its bound (a soft bound: one frame may take it over); over it,
-    /// this thread first waits (as a bound Leader/Followers participant, so it can lead and
-    /// flush meanwhile) until the queue drains, at most until `deadline()` (only asked then:
-    /// a clock read per reply otherwise). Never called inside [`Driver::lead`](crate::lf::Driver::lead).
-    pub(crate) fn send_or_wait(
-        &self,
-        conn: &Arc<Connection>,
-        parts: [Bytes; 2],
-        deadline: impl FnOnce() -> Instant,
-    ) -> Result<(), SystemException> {
-        // This sender may wait next (for its reply, or below for room): not behind a kept
-        // hold (a driver's, which only the driver's next poll would end, or a batch's).
-        self.end_kept_hold(conn);
-        if conn.queued_bytes() > self.config.max_queued_bytes {
-            self.wait_drain(conn, deadline())?;
-        }
-        self.send_now(conn, parts)
-    }
-
-    /// [`send_or_wait`](Self::send_or_wait) for a message whose sender waits for nothing
-    /// once it is queued: an asynchronous call's request, which may queue behind an
-    /// event-loop driver's hold (`Connection::keep_hold`) to go out with the other requests
-    /// of the tasks the driver's turn woke; an upcall's reply, which may queue behind the
-    /// hold for the replies to one read's requests (`Connection::hold_for_batch`). Unless
-    /// the queue is over its bound: then it ends the hold, so that the queue can drain while
-    /// this thread waits.
-    pub(crate) fn send_or_wait_queued(
-        &self,
-        conn: &Arc<Connection>,
-        parts: [Bytes; 2],
-        deadline: impl FnOnce() -> Instant,
-    ) -> Result<(), SystemException> {
-        if conn.queued_bytes() > self.config.max_queued_bytes {
-            self.end_kept_hold(conn);
-            self.wait_drain(conn, deadline())?;
-        }
-        self.send_now(conn, parts)
+        Ok(())
     }
 
     /// Ends a kept hold of `conn`'s writes (an event-loop driver's, or one for a batch of

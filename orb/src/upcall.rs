@@ -271,12 +271,12 @@ pub(crate) struct Serving {
 
 impl Serving {
     /// Enters an upcall from `conn` (`None`: a collocated call) with `deadline` and
-    /// `chain`; returns the guard and the depth before it (0: not nested).
-    #[inline]
+    /// `chain` (the depth before it: [`depth`](Self::depth)).
     ///
     /// The connection is kept on the thread's stack of upcall connections until `leave`
     /// gives it back: moved there, not cloned (two atomic read-modify-writes per upcall
     /// fewer).
+    #[inline]
     pub(crate) fn enter(
         conn: Option<Arc<Connection>>,
         deadline: Option<Instant>,

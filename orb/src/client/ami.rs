@@ -16,7 +16,7 @@
 //!   One exception, which only batches: a request made by a task that a `protorb::tokio`
 //!   driver's turn has just woken queues behind the writes that driver keeps for those
 //!   tasks, and goes out with their requests in one `writev` at the driver's next poll
-//!   (`Connection::keep_hold`; `send_or_wait_queued` ends that wait if the queue is
+//!   (`Connection::keep_hold`; `make_room` ends that wait if the queue is
 //!   over its bound).
 //! - **Its waiter is a task, not a thread.** The connection's `Mux` holds a
 //!   [`Waiter::Task`] for the request id: the leader that reads the reply stores it in the

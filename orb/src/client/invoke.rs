@@ -485,11 +485,7 @@ impl OrbInner {
                     |buf| write_request_head(buf, version, &header, |w| w.write_len(b.len())),
                     b.clone(),
                 );
-                if task {
-                    self.send_or_wait_queued(&conn, parts, || deadline)
-                } else {
-                    self.send_or_wait(&conn, parts, || deadline)
-                }
+                self.send_or_wait(&conn, parts, task, || deadline)
             }
             // The whole frame, written from the thread's buffer if the connection is free.
             _ => self.send_encoded(

@@ -217,13 +217,7 @@ impl<S: Io> Connection<S> {
         stats: &Stats,
         reactor: &impl WriteInterest<S>,
     ) -> io::Result<()> {
-        let mut w = lock(&self.write);
-        if w.closed {
-            return Err(io::Error::new(
-                io::ErrorKind::NotConnected,
-                "connection closed",
-            ));
-        }
+        let mut w = self.lock_open()?;
         if w.is_free() {
             // Nothing queued and nobody writing (a call at a time): write the frame from its
             // own buffers, around the queue. Frames sent meanwhile queue behind it.
@@ -270,20 +264,14 @@ impl<S: Io> Connection<S> {
         stats: &Stats,
         reactor: &impl WriteInterest<S>,
     ) -> io::Result<bool> {
-        let w = lock(&self.write);
-        if w.closed {
-            return Err(io::Error::new(
-                io::ErrorKind::NotConnected,
-                "connection closed",
-            ));
-        }
+        let w = self.lock_open()?;
         if !w.is_free() {
             return Ok(false);
         }
         self.write_around_queue(
             w,
             frame,
-            |io, frame| write_some(io.writer(), frame),
+            |io, frame| write_vectored_some::<1>(io.writer(), &[*frame]),
             |n, frame, batch| {
                 if n < frame.len() {
                     // It may wait for the peer: a copy of its own (as `outbuf::detach` makes).
@@ -295,6 +283,19 @@ impl<S: Io> Connection<S> {
             reactor,
         )?;
         Ok(true)
+    }
+
+    /// The write lock, for a frame to send: `NotConnected` once the connection is closed.
+    #[inline]
+    fn lock_open(&self) -> io::Result<MutexGuard<'_, WriteState>> {
+        let w = lock(&self.write);
+        if w.closed {
+            return Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "connection closed",
+            ));
+        }
+        Ok(w)
     }
 
     /// Writes `frame` around the queue, which `w` (the write lock) found free: the writer
@@ -558,33 +559,17 @@ impl<S: Io> Connection<S> {
     }
 }
 
-/// Writes as much of `buf` as the socket takes now; `WouldBlock` is not an error. Returns the
-/// bytes written.
-fn write_some(mut s: impl Write, mut buf: &[u8]) -> io::Result<usize> {
-    let mut done = 0;
-    while !buf.is_empty() {
-        match s.write(buf) {
-            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "socket wrote 0")),
-            Ok(n) => {
-                done += n;
-                buf = &buf[n..];
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(done)
-}
-
 /// Writes as much of `bufs` as the socket takes now, with `writev` (no copy, no allocation);
 /// `WouldBlock` is not an error. Returns the bytes written.
 /// `N` bounds the buffers taken from `bufs` (the stack array's size: 2 for one frame, `MAX_IOV`
 /// for a batch).
-fn write_vectored_some<const N: usize>(mut s: impl Write, bufs: &[Bytes]) -> io::Result<usize> {
+fn write_vectored_some<const N: usize>(
+    mut s: impl Write,
+    bufs: &[impl AsRef<[u8]>],
+) -> io::Result<usize> {
     let mut slices = [io::IoSlice::new(&[]); N];
     for (sl, b) in slices.iter_mut().zip(bufs) {
-        *sl = io::IoSlice::new(b);
+        *sl = io::IoSlice::new(b.as_ref());
     }
     let mut rest = &mut slices[..bufs.len().min(N)];
     let mut done = 0;

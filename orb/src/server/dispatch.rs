@@ -277,8 +277,7 @@ impl OrbInner {
         // not behind anyone's kept hold (a driver's lasts until its next poll).
         let queued = !self.config.reply_batch_hold.is_zero();
         let sent = match plan.large_parts(version) {
-            Some(parts) if queued => self.send_or_wait_queued(conn, parts, deadline),
-            Some(parts) => self.send_or_wait(conn, parts, deadline),
+            Some(parts) => self.send_or_wait(conn, parts, queued, deadline),
             None => self.send_encoded(
                 conn,
                 plan.capacity(),
