@@ -255,8 +255,11 @@ impl OrbBuilder {
     /// Owned reads (default on): while a plain TCP connection is the ORB's only one, the
     /// leader waits for its next message in the socket's `recv` instead of in the event
     /// loop's poll and then `recv`, one system call fewer per message, as a thread per
-    /// connection would (omniORB's model). Measured on the benchmarks' 2-vCPU VM: `lat` p50
-    /// about 0.6 µs lower with both sides owning (examples/bench/PROFILE.md).
+    /// connection would (omniORB's model). For the run of owned reads the socket also leaves
+    /// the poll set, whose kernel callback then no longer runs for every message (unless the
+    /// standby is armed, which needs the set to report it). Measured on the benchmarks'
+    /// 2-vCPU VM: `lat` p50 about 0.6 µs lower with both sides owning, and 0.25 µs more with
+    /// the socket out of the poll set (examples/bench/PROFILE.md).
     ///
     /// An ORB that listens owns only a connection it accepted: one that calls out while it
     /// listens expects callbacks, and a peer calling back over a new connection would wait
@@ -272,6 +275,9 @@ impl OrbBuilder {
     /// sends a part) makes the leader poll until a message comes by the poll again, so a
     /// stalling peer costs that bound once, not per turn. A connection with bytes queued to
     /// send, a TLS connection, and a leader within 20 ms of its deadline are never owned.
+    /// While the owning thread runs an upcall with the leader role left vacant in tick mode
+    /// ([`standby_tick`](Self::standby_tick)), a request on its connection waits for it or
+    /// for the standby's tick, as every event does in tick mode.
     /// Off: the leader always polls.
     #[must_use]
     pub fn owned_reads(mut self, on: bool) -> Self {

@@ -44,6 +44,7 @@
 //! | the standby's poll set | `Standby` | its mutex | the one standby thread; armed by the leader |
 //! | the alarm's armed time | `Alarm` | its mutex (a lock-free read first) | any thread setting a timer; reset by whoever polls its expiry |
 //! | when a run of owned reads must end (`MainPoll`'s third part) | [`Reactor`] | the poll lock | the leader |
+//! | the socket parked for a run of owned reads (`Parking`) | [`Reactor`] | its own mutex (a leaf: nothing is locked under it) | parked by the owner (holding the poll lock); put back by any poll, the standby's arming, a writer that needs the writable event; forgotten by `deregister` |
 //!
 //! **Owned reads.** Instead of polling, the leader may wait in one connection's `recv`
 //! ([`try_own`](Reactor::try_own), the rules in `server/leader.rs`): only while that
@@ -52,6 +53,19 @@
 //! listener's new connections, the waker, the alarm, a connection registered meanwhile) are
 //! not heard during such a wait: a run of owned reads ends with a poll once it has lasted
 //! [`OWNED_RUN`], so they wait at most that plus one wait's receive timeout.
+//!
+//! **Parking.** A socket in an epoll set costs every segment that arrives on it the kernel's
+//! callback into that set (a lock and a ready-list check, ~0.1 µs a message on each side of
+//! a call: PROFILE.md), which an owned read does not need: it reads the socket itself. So the
+//! owner takes its connection out of the main poll set for its run ([`Reactor::park`]), and
+//! whoever needs the set to report that connection again puts it back first: any poll of
+//! the set (the run's own end included), the standby's arming (it watches the set for the
+//! vacant role), and a writer that needs the writable event. Putting back is an
+//! `EPOLL_CTL_ADD`, which looks at the socket's readiness: bytes that arrived meanwhile are
+//! reported as a fresh event, so nothing is missed. A parked socket is heard by nobody but
+//! its owner: while the owner runs an upcall with the role left vacant unarmed (tick mode),
+//! its next request waits for the owner, or for the standby's tick, the bound tick mode keeps
+//! for every event anyway.
 
 use crate::sync::std_lock as lock;
 use crate::sync::Queue;
@@ -63,7 +77,8 @@ use slab::Slab;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -124,6 +139,29 @@ pub(crate) struct Owning<'a, E> {
     _poll: MutexGuard<'a, MainPoll<E>>,
 }
 
+/// A socket taken out of the main poll set for a run of owned reads ([`Reactor::park`]).
+#[derive(Debug)]
+struct Parked<E> {
+    /// Its entry, which keeps the socket open: `fd` names it until it is put back or
+    /// forgotten ([`Reactor::deregister`]).
+    _entry: E,
+    fd: RawFd,
+    token: usize,
+}
+
+/// What parking keeps, under a lock of its own: never the poll lock, which an owner holds
+/// through its wait, so that a writer or the standby's arming never waits for a `recv`.
+#[derive(Debug)]
+struct Parking<E> {
+    parked: Option<Parked<E>>,
+    /// The standby is armed: it watches the main poll set for the vacant role, so no socket
+    /// may leave it.
+    armed: bool,
+}
+
+/// [`Parked::token`] of the parked socket in [`Reactor::parked_token`] when none is.
+const NOT_PARKED: usize = usize::MAX;
+
 /// One readiness event, resolved to its entry.
 #[derive(Debug)]
 pub(crate) struct Ready<E> {
@@ -167,6 +205,16 @@ pub(crate) struct Reactor<E> {
     /// was asked for): only then does work left on the ready list need the waker's event
     /// ([`wake_watcher`](Self::wake_watcher)); the ORB's own threads look at the list first.
     watched: AtomicBool,
+    /// The socket parked for a run of owned reads, if any (see the module docs).
+    parking: Mutex<Parking<E>>,
+    /// The parked socket's token ([`NOT_PARKED`]: none), written under `parking`'s lock: read
+    /// without it by the owner, which alone parks, and by a poller, which holds the poll
+    /// lock the owner parks under, so that neither takes the lock when nothing is parked.
+    parked_token: AtomicUsize,
+    /// An arm put a parked socket back since the last poll: no parking until the next poll.
+    /// Without it a pool out of tick mode, which arms before every upcall, would put back
+    /// and take out its socket around every request (two system calls more, not fewer).
+    held_off: AtomicBool,
 }
 
 /// A timerfd registered in both poll sets, armed for the nearest timer (see the module docs).
@@ -313,6 +361,12 @@ impl<E: Clone> Reactor<E> {
             full: AtomicBool::new(false),
             alarm,
             watched: AtomicBool::new(false),
+            parking: Mutex::new(Parking {
+                parked: None,
+                armed: false,
+            }),
+            parked_token: AtomicUsize::new(NOT_PARKED),
+            held_off: AtomicBool::new(false),
         })
     }
 
@@ -360,6 +414,16 @@ impl<E: Clone> Reactor<E> {
 
     /// Arms (the main poll set's readiness wakes the standby) or disarms the standby.
     pub(crate) fn arm_standby(&self, on: bool) -> bool {
+        {
+            // Armed, the standby hears the main set only: a parked socket goes back first
+            // (what arrived on it meanwhile then wakes the standby as soon as it is armed).
+            let mut g = lock(&self.parking);
+            g.armed = on;
+            if on && g.parked.is_some() {
+                let _ = self.unpark(&mut g, false);
+                self.held_off.store(true, Ordering::Relaxed);
+            }
+        }
         let (epoll_fd, main) = (&self.standby.registry, &self.registry);
         let data = epoll::EventData::new_u64(MAIN.0 as u64);
         // Edge-triggered like every mio registration: arming while the main set has events
@@ -479,6 +543,17 @@ impl<E: Clone> Reactor<E> {
         token: usize,
         writable: bool,
     ) -> io::Result<()> {
+        // Under the parking lock, so that the socket is not taken out between the look and
+        // the change.
+        let mut g = lock(&self.parking);
+        if g.parked.as_ref().is_some_and(|p| p.token == token) {
+            // Parked: goes back with the writable interest if it is wanted (what wants it
+            // now cannot wait for the owner's run to end); else it stays out.
+            if writable {
+                return self.unpark(&mut g, true);
+            }
+            return Ok(());
+        }
         let interest = if writable {
             Interest::READABLE | Interest::WRITABLE
         } else {
@@ -488,9 +563,93 @@ impl<E: Clone> Reactor<E> {
             .reregister(&mut SourceFd(&fd.as_raw_fd()), Token(token), interest)
     }
 
-    /// Removes a socket from the poll set.
+    /// Removes a socket from the poll set (a parked one is forgotten, not put back).
     pub(crate) fn deregister(&self, fd: &impl AsRawFd) {
-        let _ = self.registry.deregister(&mut SourceFd(&fd.as_raw_fd()));
+        let fd = fd.as_raw_fd();
+        let mut g = lock(&self.parking);
+        if g.parked.as_ref().is_some_and(|p| p.fd == fd) {
+            g.parked = None;
+            self.parked_token.store(NOT_PARKED, Ordering::Relaxed);
+            return;
+        }
+        let _ = self.registry.deregister(&mut SourceFd(&fd));
+    }
+
+    /// Takes the socket of `entry` (`fd`, registered under `token` for readability only) out
+    /// of the main poll set while the caller reads it with owned reads, holding the poll lock
+    /// through `_permit` (see the module docs); true if it is out (now or already). Refused
+    /// while the standby is armed, while a watcher outside the ORB waits on the poll set, when
+    /// an arm put a socket back since the last poll, or when `still`, asked under the parking
+    /// lock, says no: the caller's check that the socket wants no writable event, which a
+    /// [`set_writable`](Self::set_writable) then comes wholly before or after.
+    pub(crate) fn park(
+        &self,
+        _permit: &Owning<'_, E>,
+        entry: &E,
+        fd: &impl AsRawFd,
+        token: usize,
+        still: impl FnOnce() -> bool,
+    ) -> bool {
+        if self.parked_token.load(Ordering::Relaxed) == token {
+            return true;
+        }
+        if self.watched.load(Ordering::Relaxed) || self.held_off.load(Ordering::Relaxed) {
+            return false;
+        }
+        let mut g = lock(&self.parking);
+        if g.armed || g.parked.is_some() || !still() {
+            return false;
+        }
+        let fd = fd.as_raw_fd();
+        if let Err(e) = self.registry.deregister(&mut SourceFd(&fd)) {
+            tracing::debug!(error = %e, "cannot take an owned connection out of the poll set");
+            return false;
+        }
+        g.parked = Some(Parked {
+            _entry: entry.clone(),
+            fd,
+            token,
+        });
+        self.parked_token.store(token, Ordering::Relaxed);
+        true
+    }
+
+    /// Puts the parked socket, if any, back into the main poll set (with the writable
+    /// interest if `writable`). If the kernel refuses (it just freed the socket's place, so
+    /// only an allocation can fail), the socket stays parked, still read by owned reads, and
+    /// every poll tries again; a writer that needed it back gets the error.
+    fn unpark(&self, g: &mut Parking<E>, writable: bool) -> io::Result<()> {
+        let Some(p) = &g.parked else {
+            return Ok(());
+        };
+        let interest = if writable {
+            Interest::READABLE | Interest::WRITABLE
+        } else {
+            Interest::READABLE
+        };
+        let r = self
+            .registry
+            .register(&mut SourceFd(&p.fd), Token(p.token), interest);
+        match &r {
+            Ok(()) => {
+                g.parked = None;
+                self.parked_token.store(NOT_PARKED, Ordering::Relaxed);
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot put a parked connection back into the poll set")
+            }
+        }
+        r
+    }
+
+    /// Before a poll: puts a parked socket back, and lets the next run park again.
+    fn unpark_for_poll(&self) {
+        if self.parked_token.load(Ordering::Relaxed) != NOT_PARKED {
+            let _ = self.unpark(&mut lock(&self.parking), false);
+        }
+        if self.held_off.load(Ordering::Relaxed) {
+            self.held_off.store(false, Ordering::Relaxed);
+        }
     }
 
     /// Registers a listener under a new token.
@@ -650,6 +809,7 @@ impl<E: Clone> Reactor<E> {
         // A poll ends a run of owned reads (`try_own`), and lets go of a connection that
         // is no longer the only one (or registered at all).
         g.owned_until = None;
+        self.unpark_for_poll();
         if g.sole
             .as_ref()
             .is_some_and(|(seen, ..)| *seen != self.slots_changed.load(Ordering::Relaxed))
@@ -786,6 +946,127 @@ mod tests {
         );
         r.remove(a);
         assert_eq!(owned(&r, &any), None, "removed");
+    }
+
+    /// A reactor with one end of a socket pair registered (readable) as the only entry
+    /// `"ours"`, and the permit of an owned read of it.
+    fn parking_fixture() -> (Reactor<&'static str>, UnixStream, UnixStream, usize) {
+        let r: Reactor<&'static str> = Reactor::new().unwrap();
+        let (ours, peer) = UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        let token = r.insert(|t| (Entry::Conn("ours"), t));
+        r.register(&ours, token, Interest::READABLE).unwrap();
+        (r, ours, peer, token)
+    }
+
+    /// Parks `ours` under an owned read's permit; says whether it was taken out.
+    fn park(r: &Reactor<&'static str>, ours: &UnixStream, token: usize) -> bool {
+        let (permit, conn) = r.try_own(None, |_, _| true).expect("the only connection");
+        r.park(&permit, &conn, ours, token, || true)
+    }
+
+    /// Every event the poll reports at once, as (entry, readable, writable).
+    fn events(r: &Reactor<&'static str>) -> Vec<(Option<&'static str>, bool, bool)> {
+        let mut seen = Vec::new();
+        r.poll(Some(Duration::ZERO), |ev| {
+            seen.push((conn(Some(ev.entry)), ev.readable, ev.writable))
+        })
+        .unwrap();
+        seen
+    }
+
+    /// A parked socket is out of the poll set (bytes arriving on it make nothing readable
+    /// there), and the next poll puts it back and reports the bytes that came meanwhile.
+    #[test]
+    fn a_parked_socket_is_reported_again_by_the_next_poll() {
+        let (r, ours, mut peer, token) = parking_fixture();
+        assert!(park(&r, &ours, token));
+        assert!(park(&r, &ours, token), "already out: nothing to do");
+        peer.write_all(b"x").unwrap();
+        assert!(
+            !event_fd_readable(&r),
+            "a parked socket's bytes reached the poll set"
+        );
+        assert_eq!(events(&r), [(Some("ours"), true, false)]);
+        assert_eq!(r.parked_token.load(Ordering::Relaxed), NOT_PARKED);
+        let mut buf = [0u8; 8];
+        assert_eq!((&ours).read(&mut buf).unwrap(), 1);
+        // Back in the set for good: the next bytes are reported as before.
+        peer.write_all(b"y").unwrap();
+        assert_eq!(events(&r), [(Some("ours"), true, false)]);
+        r.deregister(&ours);
+    }
+
+    /// A writer that needs the writable event of a parked socket puts it back with that
+    /// interest; dropping the interest while it is out leaves it out.
+    #[test]
+    fn a_writer_puts_a_parked_socket_back_with_its_writable_interest() {
+        let (r, ours, _peer, token) = parking_fixture();
+        assert!(park(&r, &ours, token));
+        r.set_writable(&ours, token, false).unwrap();
+        assert_ne!(
+            r.parked_token.load(Ordering::Relaxed),
+            NOT_PARKED,
+            "put back"
+        );
+        r.set_writable(&ours, token, true).unwrap();
+        assert_eq!(r.parked_token.load(Ordering::Relaxed), NOT_PARKED);
+        assert!(
+            event_fd_readable(&r),
+            "the writable event is not in the poll set"
+        );
+        assert_eq!(events(&r), [(Some("ours"), false, true)]);
+        r.deregister(&ours);
+    }
+
+    /// Arming the standby puts a parked socket back first, so that the armed standby is
+    /// woken by what arrived on it; no socket is parked while the standby is armed, nor,
+    /// after an arm put one back, until the next poll. The hang guard is the standby's own
+    /// 10 s timeout (the bytes are there before it waits).
+    #[test]
+    fn arming_the_standby_puts_a_parked_socket_back() {
+        let (r, ours, mut peer, token) = parking_fixture();
+        assert!(park(&r, &ours, token));
+        peer.write_all(b"x").unwrap();
+        assert!(r.arm_standby(true));
+        assert_eq!(r.parked_token.load(Ordering::Relaxed), NOT_PARKED);
+        let start = Instant::now();
+        r.wait_standby(Some(Duration::from_secs(10)));
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the armed standby did not hear the parked socket's bytes"
+        );
+        assert!(!park(&r, &ours, token), "parked while the standby is armed");
+        assert!(r.arm_standby(false));
+        assert!(!park(&r, &ours, token), "parked again before a poll");
+        assert_eq!(events(&r), [(Some("ours"), true, false)]);
+        assert!(park(&r, &ours, token), "a poll lets the next run park");
+        r.deregister(&ours);
+    }
+
+    /// A socket deregistered while parked is forgotten, not put back by the next poll; a
+    /// socket is not parked when the caller's check says no or a watcher outside the ORB
+    /// waits on the poll set.
+    #[test]
+    fn parking_is_refused_or_forgotten_when_it_must_be() {
+        let (r, ours, mut peer, token) = parking_fixture();
+        {
+            let (permit, conn) = r.try_own(None, |_, _| true).unwrap();
+            assert!(
+                !r.park(&permit, &conn, &ours, token, || false),
+                "still said no"
+            );
+        }
+        assert!(park(&r, &ours, token));
+        r.deregister(&ours);
+        assert_eq!(r.parked_token.load(Ordering::Relaxed), NOT_PARKED);
+        peer.write_all(b"x").unwrap();
+        assert_eq!(events(&r), [], "a forgotten socket was put back");
+        let (r, ours, _peer, token) = parking_fixture();
+        let _fd = r.event_fd();
+        r.poll(Some(Duration::ZERO), |_| {}).unwrap();
+        assert!(!park(&r, &ours, token), "parked under an outside watcher");
+        r.deregister(&ours);
     }
 
     #[test]

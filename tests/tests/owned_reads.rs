@@ -185,6 +185,86 @@ fn a_connection_opened_while_another_is_owned_is_served() {
     });
 }
 
+/// A caller's request stays in its upcall (the gate is closed) on a server that owns its
+/// one connection and has taken it out of its poll set for the run (`Reactor::park`), and
+/// more requests come over that same connection: the pool must serve them meanwhile, both
+/// in tick mode (the standby's tick takes the vacant role, and its poll puts the connection
+/// back) and without (the standby's arming puts it back).
+fn requests_during_an_upcall_on_the_owned_connection_are_served(tick: Option<Duration>) {
+    within(120, move || {
+        let server = protorb::Orb::builder()
+            .threads(2)
+            .standby_tick(tick)
+            .build()
+            .unwrap();
+        let gate = Gate::closed();
+        let gated = server.activate(&b"gate"[..], EchoSkeleton::new(GateServant(gate.clone())));
+        let client_orb = protorb::Orb::builder()
+            .threads(0)
+            .no_listen()
+            .build()
+            .unwrap();
+        let stub = Arc::new(EchoClient::new(&client_orb, gated));
+        // One call at a time, long enough for the pool to enter tick mode (64 unused arms).
+        let warm = 300;
+        for c in 0..warm {
+            stub.echo(Payload {
+                thread: 0,
+                call: c,
+                data: vec![1; 10],
+            })
+            .unwrap();
+        }
+        assert!(
+            server.stats().owned_reads > 0,
+            "the server never owned its connection"
+        );
+        let gated_call = {
+            let stub = stub.clone();
+            std::thread::spawn(move || stub.sleep(SleepRequest { millis: 0 }))
+        };
+        while server.stats().requests_received < u64::from(warm) + 1 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        for c in 0..50 {
+            let data = payload(1, c, 100);
+            let reply = stub
+                .echo(Payload {
+                    thread: 1,
+                    call: c,
+                    data: data.clone(),
+                })
+                .unwrap_or_else(|e| panic!("call {c} during the gated upcall: {e}"));
+            assert!(reply.call == c && reply.data == data, "wrong reply {c}");
+        }
+        assert!(
+            !gated_call.is_finished(),
+            "the gated call returned before its gate opened"
+        );
+        gate.open();
+        assert!(
+            !gated_call
+                .join()
+                .unwrap()
+                .expect("the gated call")
+                .cancelled
+        );
+        assert_eq!(client_orb.stats().connections_opened, 1, "one connection");
+        client_orb.shutdown();
+        server.shutdown();
+    });
+}
+
+#[test]
+fn requests_during_an_upcall_on_the_owned_connection_are_served_in_tick_mode() {
+    requests_during_an_upcall_on_the_owned_connection_are_served(Some(Duration::from_millis(10)));
+}
+
+#[test]
+fn requests_during_an_upcall_on_the_owned_connection_are_served_without_tick_mode() {
+    requests_during_an_upcall_on_the_owned_connection_are_served(None);
+}
+
 /// Shutdown while the leader owns a connection, waiting for a reply that will not come:
 /// the waiting call ends (with an exception) and shutdown returns.
 #[test]

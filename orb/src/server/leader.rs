@@ -37,6 +37,12 @@
 //!   return) or a leader within `OWNED_DEADLINE_MARGIN` of its deadline.
 //! - The socket is switched to blocking mode once, with a receive timeout
 //!   (`stream::OWNED_WAIT`); every other read and write passes `MSG_DONTWAIT`.
+//! - For the run, the socket leaves the poll set (`Reactor::park`: the kernel's callback
+//!   into the set cost every message ~0.1 µs on each side), unless the standby is armed; any
+//!   poll, the standby's arming and a writer needing the writable event put it back, with
+//!   what arrived meanwhile reported. While the owner is in an upcall with the role left
+//!   vacant unarmed, a request on its connection waits for the owner or the standby's tick,
+//!   as every event does in tick mode.
 //! - What the wait does not hear (a new connection on a listener, a connection another thread
 //!   registers, timers, the waker: shutdown, say) waits at most `reactor::OWNED_RUN` (a run of
 //!   owned reads then ends with a poll) plus one receive timeout, rounded up to the kernel's
@@ -247,8 +253,8 @@ impl OrbInner {
         loop {
             while let Some(conn) = first.take().or_else(|| self.reactor.pop_ready()) {
                 let permit = owning.take();
-                let mut own = permit.is_some();
-                let got = self.service(&conn, held, keep, &mut own);
+                let mut own = false;
+                let got = self.service(&conn, held, keep, permit.as_ref(), &mut own);
                 if permit.is_some() && !own && got.is_none() {
                     // The connection would not be owned after all: poll.
                     polled = false;
@@ -430,17 +436,18 @@ impl OrbInner {
     /// spans one read's worth of frames at most (unless `keep`: a driver's turn holds them
     /// to its end, as the tasks they are held for run only after it).
     ///
-    /// With `own` set, the read may be an owned one (see [`may_own`](Self::may_own)):
-    /// if the connection allows it, its first `recv` waits for bytes. `own` says on return
-    /// whether it did.
+    /// With the permission of [`may_own`](Self::may_own), the read may be an owned one: if
+    /// the connection allows it, its first `recv` waits for bytes, with the connection out of
+    /// the poll set for the run (`Reactor::park`). `own` says on return whether it did.
     fn service(
         &self,
         conn: &Arc<Connection>,
         held: &mut Option<Arc<Connection>>,
         keep: bool,
+        permit: Option<&Owning<'_, Arc<Connection>>>,
         own: &mut bool,
     ) -> Option<(Frame, bool)> {
-        let want_own = std::mem::take(own);
+        let want_own = permit.is_some();
         if conn.is_closed() {
             return None;
         }
@@ -494,8 +501,14 @@ impl OrbInner {
                 }
                 rs = conn.read_state();
             }
-            if owning {
+            if let Some(permit) = permit.filter(|_| owning) {
                 *own = true;
+                // Nothing queued to send, asked again under the parking lock: a writer
+                // that queues meanwhile needs the writable event, and puts it back.
+                self.reactor
+                    .park(permit, conn, conn.socket(), conn.token, || {
+                        conn.queued_bytes() == 0
+                    });
                 // The leader's own counter, under the poll lock: no read-modify-write.
                 let n = self.stats.owned_reads.load(Ordering::Relaxed);
                 self.stats.owned_reads.store(n + 1, Ordering::Relaxed);
