@@ -317,7 +317,8 @@ impl ReadState {
                 Ok(n) => {
                     total += n;
                     self.bytes_in += n as u64;
-                    stats.bytes_received.fetch_add(n as u64, Ordering::Relaxed);
+                    // Read by the leader only (see `Connection`).
+                    crate::stats::add_as_leader(&stats.bytes_received, n as u64);
                     if self
                         .large
                         .as_ref()

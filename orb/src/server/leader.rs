@@ -63,6 +63,7 @@ use crate::orb::OrbInner;
 use crate::reactor::{Entry, Owning, Ready};
 use crate::servant::Context;
 use crate::server::dispatch::ReplyBody;
+use crate::stats::add_as_leader;
 use crate::upcall::{current_chain, current_depth, Upcall};
 use bytes::{Bytes, BytesMut};
 use std::sync::atomic::Ordering;
@@ -509,9 +510,7 @@ impl OrbInner {
                     .park(permit, conn, conn.socket(), conn.token, || {
                         conn.queued_bytes() == 0
                     });
-                // The leader's own counter, under the poll lock: no read-modify-write.
-                let n = self.stats.owned_reads.load(Ordering::Relaxed);
-                self.stats.owned_reads.store(n + 1, Ordering::Relaxed);
+                add_as_leader(&self.stats.owned_reads, 1);
             }
             let read = conn.read_available(&mut rs, &self.stats, owning);
             if let Some(minor) = rs.version_seen() {
@@ -580,7 +579,7 @@ impl OrbInner {
                 let waiter = conn.mux.route(id);
                 match waiter {
                     Some(w) => {
-                        self.stats.replies_received.fetch_add(1, Ordering::Relaxed);
+                        add_as_leader(&self.stats.replies_received, 1);
                         self.lf.complete_waiter(&w, Ok(Some(r)), Some(p.id), self);
                     }
                     None => {
@@ -593,7 +592,7 @@ impl OrbInner {
                 Handled::Done
             }
             Message::Request(mut request) => {
-                self.stats.requests_received.fetch_add(1, Ordering::Relaxed);
+                add_as_leader(&self.stats.requests_received, 1);
                 if self.shutting_down.load(Ordering::Acquire) {
                     // Shutting down: no new work, so that the grace period is for the
                     // upcalls already running. Not processed, and the caller is told so.
@@ -691,7 +690,7 @@ impl OrbInner {
                 Handled::Done
             }
             Message::LocateRequest(lr) => {
-                self.stats.requests_received.fetch_add(1, Ordering::Relaxed);
+                add_as_leader(&self.stats.requests_received, 1);
                 let here = lr
                     .target
                     .object_key()
