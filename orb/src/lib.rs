@@ -182,6 +182,7 @@ mod reactor;
 mod servant;
 mod server;
 mod shutdown;
+mod spare;
 mod stats;
 mod stream;
 mod sync;

@@ -53,8 +53,9 @@ pub struct Context {
 }
 
 thread_local! {
-    /// This thread's context from its last upcall, for its next one.
-    static SPARE: std::cell::Cell<Option<Arc<ContextInner>>> = const { std::cell::Cell::new(None) };
+    /// This thread's contexts from its last upcalls (one per level of the deepest nesting),
+    /// for its next ones.
+    static SPARE: crate::spare::Spares<Arc<ContextInner>> = const { crate::spare::Spares::new() };
 }
 
 #[derive(Debug)]
@@ -158,7 +159,7 @@ impl Context {
         metadata: Metadata,
         orb: &Weak<dyn Any + Send + Sync>,
     ) -> Self {
-        if let Some(mut inner) = SPARE.take() {
+        if let Some(mut inner) = SPARE.with(|s| s.take()) {
             if let Some(i) = Arc::get_mut(&mut inner) {
                 i.operation = operation;
                 i.object_key = object_key;
@@ -226,7 +227,7 @@ impl Context {
                     .get_mut()
                     .unwrap_or_else(|e| e.into_inner()) = None;
             }
-            SPARE.set(Some(inner));
+            SPARE.with(|s| s.put(inner));
         }
     }
 

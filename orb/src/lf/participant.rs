@@ -48,8 +48,9 @@ fn next_id() -> u64 {
 
 #[cfg(not(orb_loom))]
 thread_local! {
-    /// This thread's bound participant from its last call, for its next one.
-    static SPARE: std::cell::Cell<Option<Arc<Participant>>> = const { std::cell::Cell::new(None) };
+    /// This thread's bound participants from its last calls (one per level of the deepest
+    /// nesting), for its next ones.
+    static SPARE: crate::spare::Spares<Arc<Participant>> = const { crate::spare::Spares::new() };
     /// This thread's participant from its last turn (`Orb::turn`), for its next one.
     static TURN_SPARE: std::cell::Cell<Option<Arc<Participant>>> = const { std::cell::Cell::new(None) };
 }
@@ -83,7 +84,7 @@ impl Participant {
     /// [`recycle`](Self::recycle)) with a fresh id, or a new one.
     pub(crate) fn bound() -> Arc<Self> {
         #[cfg(not(orb_loom))]
-        if let Some(mut p) = SPARE.take() {
+        if let Some(mut p) = SPARE.with(|s| s.take()) {
             if let Some(q) = Arc::get_mut(&mut p) {
                 q.id = next_id();
                 *q.slot.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
@@ -103,8 +104,12 @@ impl Participant {
         #[cfg(not(orb_loom))]
         {
             let mut p = p;
-            if !p.unbound && Arc::get_mut(&mut p).is_some() {
-                SPARE.set(Some(p));
+            if !p.unbound {
+                if let Some(q) = Arc::get_mut(&mut p) {
+                    // Nothing kept alive in a spare (a completion holds a reply's frame).
+                    *q.slot.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
+                    SPARE.with(|s| s.put(p));
+                }
             }
         }
         #[cfg(orb_loom)]
