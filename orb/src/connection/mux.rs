@@ -34,69 +34,61 @@ struct Table<W> {
     closed: bool,
 }
 
-/// How many outstanding calls a [`Waiters::Few`] list holds before it becomes a map.
+/// How many outstanding calls [`Waiters`] keeps in its list before they move to its map.
 const FEW: usize = 16;
 
 /// The waiters, keyed by our own request ids: while few calls are outstanding (one, in a
 /// request-reply loop), a short list searched in order, whose insert is a push and whose
-/// removal a swap-remove (callgrind: ~100 instructions a call fewer than hashing both); a
-/// hash map beyond [`FEW`], foldhash (randomly seeded), as SipHash showed up in the per-call
-/// profile. Back to a list once the map is empty. A reply's id, chosen by the peer, costs at
-/// most `FEW` comparisons to look up.
+/// removal a swap-remove (callgrind: ~100 instructions a call fewer than hashing both); past
+/// [`FEW`], a hash map, foldhash (randomly seeded), as SipHash showed up in the per-call
+/// profile. At most one of the two holds waiters: the list's move into the map when it is
+/// full, and the map's emptying, switch between them. The map keeps its capacity when
+/// emptied, so that the next burst (the next chain of nested callbacks, say) does not grow
+/// it again. A reply's id, chosen by the peer, costs at most `FEW` comparisons to look up.
 #[derive(Debug)]
-enum Waiters<W> {
-    Few(Vec<(u32, W)>),
-    Many(HashMap<u32, W, foldhash::fast::RandomState>),
+struct Waiters<W> {
+    few: Vec<(u32, W)>,
+    many: HashMap<u32, W, foldhash::fast::RandomState>,
 }
 
 impl<W> Waiters<W> {
+    fn new() -> Self {
+        Waiters {
+            few: Vec::new(),
+            many: HashMap::default(),
+        }
+    }
+
     /// Adds the waiter of `id` (ids are unique: `take_id`).
     fn insert(&mut self, id: u32, w: W) {
-        match self {
-            Waiters::Few(v) if v.len() < FEW => v.push((id, w)),
-            Waiters::Few(v) => {
-                let mut m: HashMap<u32, W, foldhash::fast::RandomState> =
-                    HashMap::with_capacity_and_hasher(2 * FEW, Default::default());
-                m.extend(v.drain(..));
-                m.insert(id, w);
-                *self = Waiters::Many(m);
+        if self.many.is_empty() {
+            if self.few.len() < FEW {
+                self.few.push((id, w));
+                return;
             }
-            Waiters::Many(m) => {
-                m.insert(id, w);
-            }
+            self.many.extend(self.few.drain(..));
         }
+        self.many.insert(id, w);
     }
 
     /// Takes the waiter of `id` out, if there is one.
     fn remove(&mut self, id: u32) -> Option<W> {
-        match self {
-            Waiters::Few(v) => {
-                let i = v.iter().position(|(k, _)| *k == id)?;
-                Some(v.swap_remove(i).1)
-            }
-            Waiters::Many(m) => {
-                let w = m.remove(&id);
-                if m.is_empty() {
-                    *self = Waiters::Few(Vec::with_capacity(FEW));
-                }
-                w
-            }
+        if self.few.is_empty() {
+            return self.many.remove(&id);
         }
+        let i = self.few.iter().position(|(k, _)| *k == id)?;
+        Some(self.few.swap_remove(i).1)
     }
 
     fn is_empty(&self) -> bool {
-        match self {
-            Waiters::Few(v) => v.is_empty(),
-            Waiters::Many(m) => m.is_empty(),
-        }
+        self.few.is_empty() && self.many.is_empty()
     }
 
     /// Takes every waiter out.
     fn drain(&mut self) -> Vec<W> {
-        match std::mem::replace(self, Waiters::Few(Vec::new())) {
-            Waiters::Few(v) => v.into_iter().map(|(_, w)| w).collect(),
-            Waiters::Many(m) => m.into_values().collect(),
-        }
+        let mut all: Vec<W> = self.few.drain(..).map(|(_, w)| w).collect();
+        all.extend(self.many.drain().map(|(_, w)| w));
+        all
     }
 }
 
@@ -110,7 +102,7 @@ impl<W> Mux<W> {
         Mux {
             next_id: AtomicU32::new(first),
             table: Mutex::new(Table {
-                waiters: Waiters::Few(Vec::new()),
+                waiters: Waiters::new(),
                 closed: false,
             }),
         }
