@@ -43,6 +43,7 @@
 //! fields, its lifecycle and the connect handshake.
 
 mod backpressure;
+mod idmap;
 mod io;
 mod listen_points;
 #[cfg(test)]

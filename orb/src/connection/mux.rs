@@ -5,8 +5,8 @@
 //!
 //! Sans-I/O and generic over the waiter `W`, so its invariants are tested with plain values.
 
+use super::idmap::IdMap;
 use crate::sync::{lock, Mutex};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Request id → waiter, for one connection.
@@ -30,66 +30,8 @@ pub(crate) struct Mux<W> {
 
 #[derive(Debug)]
 struct Table<W> {
-    waiters: Waiters<W>,
+    waiters: IdMap<W>,
     closed: bool,
-}
-
-/// How many outstanding calls [`Waiters`] keeps in its list before they move to its map.
-const FEW: usize = 16;
-
-/// The waiters, keyed by our own request ids: while few calls are outstanding (one, in a
-/// request-reply loop), a short list searched in order, whose insert is a push and whose
-/// removal a swap-remove (callgrind: ~100 instructions a call fewer than hashing both); past
-/// [`FEW`], a hash map, foldhash (randomly seeded), as SipHash showed up in the per-call
-/// profile. At most one of the two holds waiters: the list's move into the map when it is
-/// full, and the map's emptying, switch between them. The map keeps its capacity when
-/// emptied, so that the next burst (the next chain of nested callbacks, say) does not grow
-/// it again. A reply's id, chosen by the peer, costs at most `FEW` comparisons to look up.
-#[derive(Debug)]
-struct Waiters<W> {
-    few: Vec<(u32, W)>,
-    many: HashMap<u32, W, foldhash::fast::RandomState>,
-}
-
-impl<W> Waiters<W> {
-    fn new() -> Self {
-        Waiters {
-            few: Vec::new(),
-            many: HashMap::default(),
-        }
-    }
-
-    /// Adds the waiter of `id` (ids are unique: `take_id`).
-    fn insert(&mut self, id: u32, w: W) {
-        if self.many.is_empty() {
-            if self.few.len() < FEW {
-                self.few.push((id, w));
-                return;
-            }
-            self.many.extend(self.few.drain(..));
-        }
-        self.many.insert(id, w);
-    }
-
-    /// Takes the waiter of `id` out, if there is one.
-    fn remove(&mut self, id: u32) -> Option<W> {
-        if self.few.is_empty() {
-            return self.many.remove(&id);
-        }
-        let i = self.few.iter().position(|(k, _)| *k == id)?;
-        Some(self.few.swap_remove(i).1)
-    }
-
-    fn is_empty(&self) -> bool {
-        self.few.is_empty() && self.many.is_empty()
-    }
-
-    /// Takes every waiter out.
-    fn drain(&mut self) -> Vec<W> {
-        let mut all: Vec<W> = self.few.drain(..).map(|(_, w)| w).collect();
-        all.extend(self.many.drain().map(|(_, w)| w));
-        all
-    }
 }
 
 /// Why [`Mux::register`] refused a waiter.
@@ -102,7 +44,7 @@ impl<W> Mux<W> {
         Mux {
             next_id: AtomicU32::new(first),
             table: Mutex::new(Table {
-                waiters: Waiters::new(),
+                waiters: IdMap::new(),
                 closed: false,
             }),
         }
@@ -223,13 +165,13 @@ mod tests {
         assert!(ids.iter().all(|id| id % 2 == 0));
     }
 
-    /// Past `FEW` outstanding calls the list becomes a map and, emptied, a list again: every
+    /// Past 16 outstanding calls the list becomes a map and, emptied, a list again: every
     /// reply still reaches its own waiter once, in any order, and an unknown id finds none.
     #[test]
     fn replies_reach_their_waiters_across_the_list_and_the_map() {
         let m = Mux::new(2);
         for round in 0..3u32 {
-            let n = [3, FEW + 1, 5 * FEW][round as usize];
+            let n = [3, 17, 80][round as usize];
             let ids: Vec<u32> = (0..n)
                 .map(|i| m.register(|id| (round, i, id)).unwrap())
                 .collect();

@@ -2,9 +2,9 @@
 //! `Context`. One owner, so the rules that at-most-once shutdown and cancellation rest on are
 //! kept in one place.
 
+use super::idmap::IdMap;
 use crate::servant::Context;
 use crate::sync::std_lock as lock;
-use std::collections::HashMap;
 use std::sync::Mutex;
 
 /// Peer request id → the context of its upcall, from the moment the request is read until
@@ -19,10 +19,10 @@ use std::sync::Mutex;
 /// - Only two-way requests are entered (a oneway owes nothing).
 /// - Its size is bounded by the dispatch limit (requests are entered when dispatched, and a
 ///   deferred one keeps its dispatch slot until answered), and
-///   the ids are the peer's, so the map's hash seed is random.
+///   the ids are the peer's, so the map's hash seed is random ([`IdMap`]).
 #[derive(Debug, Default)]
 pub(crate) struct Owed {
-    map: Mutex<HashMap<u32, Context, foldhash::fast::RandomState>>,
+    map: Mutex<IdMap<Context>>,
 }
 
 impl Owed {
@@ -34,13 +34,13 @@ impl Owed {
     /// Its reply was sent (or dropped because it was cancelled): nothing is owed for it.
     #[inline]
     pub(crate) fn finish(&self, request_id: u32) {
-        lock(&self.map).remove(&request_id);
+        lock(&self.map).remove(request_id);
     }
 
     /// A CancelRequest for `request_id`: marks its upcall cancelled. False if no such reply
     /// is owed (finished already, or never ours).
     pub(crate) fn cancel(&self, request_id: u32) -> bool {
-        match lock(&self.map).get(&request_id) {
+        match lock(&self.map).get(request_id) {
             Some(ctx) => {
                 ctx.cancel();
                 true
