@@ -7,7 +7,9 @@
 //   taskset -c 0 /tmp/pingpong server MODE PORT &
 //   taskset -c 0 /tmp/pingpong client MODE PORT 200000
 //
-// Modes: write (blocking read/write), send (blocking recv/send), writev2 and sendmsg2 (the
+// Modes: write (blocking read/write), send (blocking recv/send), sendreg (send, with the
+// socket also in an epoll set, edge-triggered for input, that nobody waits on: what being
+// registered costs a blocking reader), writev2 and sendmsg2 (the
 // message in two buffers, 12 + 88 bytes, as a GIOP header and body), epoll (non-blocking:
 // epoll_wait, then one recv), recvfirst (recv first, epoll_wait only when it would block),
 // uring1 (send; the receive through io_uring), uring2 (send and receive in one
@@ -46,6 +48,11 @@ static double now_us(void) {
 static void setup(int fd) {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (is("sendreg")) {
+        ep = epoll_create1(0);
+        struct epoll_event e = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.fd = fd};
+        epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e);
+    }
     if (is("epoll") || is("recvfirst")) {
         fcntl(fd, F_SETFL, O_NONBLOCK);
         ep = epoll_create1(0);

@@ -506,10 +506,16 @@ impl OrbInner {
                 *own = true;
                 // Nothing queued to send, asked again under the parking lock: a writer
                 // that queues meanwhile needs the writable event, and puts it back.
-                self.reactor
-                    .park(permit, conn, conn.socket(), conn.token, || {
-                        conn.queued_bytes() == 0
-                    });
+                self.reactor.park(
+                    permit,
+                    conn.socket(),
+                    conn.token,
+                    || {
+                        let c = conn.clone();
+                        move || c.bytes_waiting()
+                    },
+                    || conn.queued_bytes() == 0,
+                );
                 add_as_leader(&self.stats.owned_reads, 1);
             }
             let read = conn.read_available(&mut rs, &self.stats, owning);
