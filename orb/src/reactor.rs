@@ -60,7 +60,8 @@
 //! owner takes its connection out of the main poll set for its run ([`Reactor::park`]), and
 //! whoever needs the set to report that connection again puts it back first: any poll of
 //! the set (the run's own end included), the standby's arming (it watches the set for the
-//! vacant role), and a writer that needs the writable event; a look at the loop
+//! vacant role), and a writer that needs the writable event (the owner takes a socket out
+//! only while no writable event is wanted: nothing queued, no drain watched); a look at the loop
 //! ([`Reactor::poll_now`]) asks the socket whether bytes wait instead, and puts it back only
 //! if some do. Putting back is an
 //! `EPOLL_CTL_ADD`, which looks at the socket's readiness: bytes that arrived meanwhile are

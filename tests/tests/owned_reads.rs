@@ -352,6 +352,64 @@ fn a_stalled_owned_peer_does_not_hold_other_clients() {
     });
 }
 
+/// A peer that is the server's only connection (so the leader owns it, and has taken it out
+/// of its poll set for the run) asks for a reply far larger than the socket buffers and
+/// stops reading for a while: the reply waits in the server's queue for the writable event,
+/// which the writer asks for by putting the socket back into the poll set. Once the peer
+/// reads again, the whole reply comes, and the connection serves calls as before. A lost
+/// writable interest would leave the reply unsent: the read times out, `within` fails.
+#[test]
+fn a_large_reply_to_a_slow_reader_of_an_owned_connection_is_flushed() {
+    /// Echoes a request's body, or answers a tiny one (a payload with no data) with 16 MiB:
+    /// a large reply to a request that arrives whole in one read.
+    struct BigReplies;
+    impl protorb::Servant for BigReplies {
+        fn repository_id(&self) -> &'static str {
+            "IDL:test/BigReplies:1.0"
+        }
+        fn dispatch(
+            &self,
+            _op: &str,
+            body: bytes::Bytes,
+            _ctx: &protorb::Context,
+        ) -> Result<bytes::Bytes, protorb::Exception> {
+            if body.len() <= 4 {
+                return Ok(bytes::Bytes::from(vec![7u8; 16 << 20]));
+            }
+            Ok(body)
+        }
+    }
+    within(120, || {
+        let server = protorb::Orb::builder().threads(2).build().unwrap();
+        let _r = server.activate(&b"echo"[..], BigReplies);
+        let port = server.listen_addrs()[0].port();
+        let mut peer = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let call = |peer: &mut TcpStream, id: u32, len: usize, pause: Duration| {
+            peer.write_all(&echo_request(id, len)).unwrap();
+            std::thread::sleep(pause);
+            let (kind, msg) = hostile_common::read_frame(peer, Duration::from_secs(60))
+                .unwrap_or_else(|| panic!("no reply to request {id}"));
+            assert_eq!(kind, 1, "a Reply");
+            assert!(msg.len() > len, "reply {id} of {} bytes", msg.len());
+        };
+        for id in 1..=100 {
+            call(&mut peer, id, 16, Duration::ZERO);
+        }
+        assert!(
+            server.stats().owned_reads > 0,
+            "the peer's connection was never owned"
+        );
+        // 16 MiB back for a tiny request, read only after a pause: more than the kernel
+        // buffers hold.
+        call(&mut peer, 101, 0, Duration::from_millis(300));
+        for id in 102..=150 {
+            call(&mut peer, id, 16, Duration::ZERO);
+        }
+        drop(peer);
+        server.shutdown();
+    });
+}
+
 /// An ORB that listens does not own a connection it opened (it expects callbacks, which may
 /// come over a new connection while it waits), but a server owns its one client's
 /// connection. A nested callback chain over two connections (each side calls the other back

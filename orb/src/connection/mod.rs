@@ -168,6 +168,11 @@ pub(crate) struct Connection<S = Stream> {
     accounted: AtomicUsize,
     /// Mirror of the outgoing queue's length, updated under the write lock.
     queued: AtomicUsize,
+    /// Mirror of the write state's writable interest, for a look without the write lock
+    /// (whether the socket may leave the poll set, `Reactor::park`): set before the
+    /// registration asks for writable events, cleared after it stops, so that the look may
+    /// see it on for longer than it is, never shorter.
+    writable_wanted: AtomicBool,
     /// The GIOP minor version of the last message sent or received here
     /// ([`NO_VERSION`] before any): what CloseConnection and MessageError are written in.
     version: AtomicU8,
@@ -214,6 +219,7 @@ impl<S> Connection<S> {
             close_reason: std::sync::OnceLock::new(),
             accounted: AtomicUsize::new(0),
             queued: AtomicUsize::new(0),
+            writable_wanted: AtomicBool::new(false),
             version: AtomicU8::new(NO_VERSION),
         }
     }
@@ -272,13 +278,23 @@ impl<S> Connection<S> {
     /// queued, and the handshake's writable event flushes them.
     pub(crate) fn set_connecting(&self) {
         self.connecting.store(true, Ordering::Release);
+        self.writable_wanted.store(true, Ordering::Release);
         lock(&self.write).writable_interest = true;
     }
 
     /// Watches the stream for writable events from the start (a TLS handshake, which
     /// writes as it reads); before the connection is published.
     pub(crate) fn set_writable_interest(&self) {
+        self.writable_wanted.store(true, Ordering::Release);
         lock(&self.write).writable_interest = true;
+    }
+
+    /// Whether nothing waits to be sent and no writable event is wanted (a drain watched
+    /// with the queue empty wants one too): then the socket may leave the poll set for a
+    /// run of owned reads. Read without the write lock; a writer that wants the event
+    /// afterwards puts the socket back itself (`Reactor::set_writable`).
+    pub(crate) fn needs_no_writable_event(&self) -> bool {
+        self.queued.load(Ordering::Acquire) == 0 && !self.writable_wanted.load(Ordering::Acquire)
     }
 
     /// Whether our connect's TCP part is done.

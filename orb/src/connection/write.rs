@@ -542,8 +542,16 @@ impl<S: Io> Connection<S> {
         }
         // Under the write lock, so a concurrent flush cannot drop the interest we add.
         if let Some(writable) = w.interest_after_write(stop) {
+            // The mirror is on before the registration asks for the event and off after it
+            // stops (see `writable_wanted`).
+            if writable {
+                self.writable_wanted.store(true, Ordering::Release);
+            }
             reactor.set_writable(&self.io, self.token, writable)?;
             w.writable_interest = writable;
+            if !writable {
+                self.writable_wanted.store(false, Ordering::Release);
+            }
         }
         Ok(match stop {
             None => Flush::Done,

@@ -504,8 +504,9 @@ impl OrbInner {
             }
             if let Some(permit) = permit.filter(|_| owning) {
                 *own = true;
-                // Nothing queued to send, asked again under the parking lock: a writer
-                // that queues meanwhile needs the writable event, and puts it back.
+                // Nothing queued to send and no writable event wanted (a drain watch asks
+                // for one with the queue empty), asked under the parking lock: a writer
+                // that wants the event afterwards puts the socket back.
                 self.reactor.park(
                     permit,
                     conn.socket(),
@@ -514,7 +515,7 @@ impl OrbInner {
                         let c = conn.clone();
                         move || c.bytes_waiting()
                     },
-                    || conn.queued_bytes() == 0,
+                    || conn.needs_no_writable_event(),
                 );
                 add_as_leader(&self.stats.owned_reads, 1);
             }
