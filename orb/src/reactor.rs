@@ -60,10 +60,9 @@
 //! owner takes its connection out of the main poll set for its run ([`Reactor::park`]), and
 //! whoever needs the set to report that connection again puts it back first: any poll of
 //! the set (the run's own end included), the standby's arming (it watches the set for the
-//! vacant role), and a writer that needs the writable event (the owner takes a socket out
-//! only while no writable event is wanted: nothing queued, no drain watched); a look at the loop
-//! ([`Reactor::poll_now`]) asks the socket whether bytes wait instead, and puts it back only
-//! if some do. Putting back is an
+//! vacant role; the upcall thread's look at the loop is a poll too), and a writer that needs
+//! the writable event (the owner takes a socket out only while no writable event is wanted:
+//! nothing queued, no drain watched). Putting back is an
 //! `EPOLL_CTL_ADD`, which looks at the socket's readiness: bytes that arrived meanwhile are
 //! reported as a fresh event, so nothing is missed. A parked socket is heard by nobody but
 //! its owner: while the owner runs an upcall with the role left vacant unarmed (tick mode),
@@ -143,30 +142,20 @@ pub(crate) struct Owning<'a, E> {
 }
 
 /// A socket taken out of the main poll set for a run of owned reads ([`Reactor::park`]).
-struct Parked {
-    /// Whether bytes (or the end) wait on the socket now, asked without reading or waiting:
-    /// a look at the loop ([`Reactor::poll_now`]) asks it instead of putting the socket
-    /// back. It holds the connection, which keeps the socket open: `fd` names it until it
-    /// is put back or forgotten ([`Reactor::deregister`]).
-    waiting: Box<dyn Fn() -> bool + Send>,
+#[derive(Debug)]
+struct Parked<E> {
+    /// Its entry, which keeps the socket open: `fd` names it until it is put back or
+    /// forgotten ([`Reactor::deregister`]).
+    _entry: E,
     fd: RawFd,
     token: usize,
-}
-
-impl std::fmt::Debug for Parked {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Parked")
-            .field("fd", &self.fd)
-            .field("token", &self.token)
-            .finish_non_exhaustive()
-    }
 }
 
 /// What parking keeps, under a lock of its own: never the poll lock, which an owner holds
 /// through its wait, so that a writer or the standby's arming never waits for a `recv`.
 #[derive(Debug)]
-struct Parking {
-    parked: Option<Parked>,
+struct Parking<E> {
+    parked: Option<Parked<E>>,
     /// The standby is armed: it watches the main poll set for the vacant role, so no socket
     /// may leave it.
     armed: bool,
@@ -219,7 +208,7 @@ pub(crate) struct Reactor<E> {
     /// ([`wake_watcher`](Self::wake_watcher)); the ORB's own threads look at the list first.
     watched: AtomicBool,
     /// The socket parked for a run of owned reads, if any (see the module docs).
-    parking: Mutex<Parking>,
+    parking: Mutex<Parking<E>>,
     /// The parked socket's token ([`NOT_PARKED`]: none), written under `parking`'s lock: read
     /// without it by the owner, which alone parks, and by a poller, which holds the poll
     /// lock the owner parks under, so that neither takes the lock when nothing is parked.
@@ -588,20 +577,19 @@ impl<E: Clone> Reactor<E> {
         let _ = self.registry.deregister(&mut SourceFd(&fd));
     }
 
-    /// Takes a socket (`fd`, registered under `token` for readability only) out of the main
-    /// poll set while the caller reads it with owned reads, holding the poll lock through
-    /// `_permit` (see the module docs); true if it is out (now or already). `waiting` says
-    /// whether bytes wait on it, without reading or waiting, and keeps it open. Refused
+    /// Takes the socket of `entry` (`fd`, registered under `token` for readability only) out
+    /// of the main poll set while the caller reads it with owned reads, holding the poll lock
+    /// through `_permit` (see the module docs); true if it is out (now or already). Refused
     /// while the standby is armed, while a watcher outside the ORB waits on the poll set, when
     /// an arm put a socket back since the last poll, or when `still`, asked under the parking
     /// lock, says no: the caller's check that the socket wants no writable event, which a
     /// [`set_writable`](Self::set_writable) then comes wholly before or after.
-    pub(crate) fn park<W: Fn() -> bool + Send + 'static>(
+    pub(crate) fn park(
         &self,
         _permit: &Owning<'_, E>,
+        entry: &E,
         fd: &impl AsRawFd,
         token: usize,
-        waiting: impl FnOnce() -> W,
         still: impl FnOnce() -> bool,
     ) -> bool {
         if self.parked_token.load(Ordering::Relaxed) == token {
@@ -620,7 +608,7 @@ impl<E: Clone> Reactor<E> {
             return false;
         }
         g.parked = Some(Parked {
-            waiting: Box::new(waiting()),
+            _entry: entry.clone(),
             fd,
             token,
         });
@@ -632,7 +620,7 @@ impl<E: Clone> Reactor<E> {
     /// interest if `writable`). If the kernel refuses (it just freed the socket's place, so
     /// only an allocation can fail), the socket stays parked, still read by owned reads, and
     /// every poll tries again; a writer that needed it back gets the error.
-    fn unpark(&self, g: &mut Parking, writable: bool) -> io::Result<()> {
+    fn unpark(&self, g: &mut Parking<E>, writable: bool) -> io::Result<()> {
         let Some(p) = &g.parked else {
             return Ok(());
         };
@@ -723,16 +711,7 @@ impl<E: Clone> Reactor<E> {
         let Ok(mut g) = self.poll.try_lock() else {
             return Polled::default();
         };
-        // A parked socket stays out unless bytes wait on it: then it goes back, and the
-        // poll below reports them (a look per few upcalls would otherwise put it back and
-        // the owner take it out again, two system calls for one).
-        if self.parked_token.load(Ordering::Relaxed) != NOT_PARKED {
-            let mut p = lock(&self.parking);
-            if p.parked.as_ref().is_some_and(|p| (p.waiting)()) {
-                let _ = self.unpark(&mut p, false);
-            }
-        }
-        let (polled, woken) = match self.poll_locked(&mut g, Some(Duration::ZERO), false, handle) {
+        let (polled, woken) = match self.poll_locked(&mut g, Some(Duration::ZERO), handle) {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!(error = %e, "poll failed");
@@ -817,26 +796,22 @@ impl<E: Clone> Reactor<E> {
         timeout: Option<Duration>,
         handle: impl FnMut(Ready<E>),
     ) -> io::Result<Polled> {
-        self.poll_locked(&mut lock(&self.poll), timeout, true, handle)
+        self.poll_locked(&mut lock(&self.poll), timeout, handle)
             .map(|(p, _)| p)
     }
 
     /// The poll itself, with the poll set's lock held (`g`); also says whether the waker
-    /// (or the alarm) fired. With `unpark`, a parked socket goes back first (a look at the
-    /// loop decides that itself).
+    /// (or the alarm) fired.
     fn poll_locked(
         &self,
         g: &mut MainPoll<E>,
         timeout: Option<Duration>,
-        unpark: bool,
         mut handle: impl FnMut(Ready<E>),
     ) -> io::Result<(Polled, bool)> {
         // A poll ends a run of owned reads (`try_own`), and lets go of a connection that
         // is no longer the only one (or registered at all).
         g.owned_until = None;
-        if unpark {
-            self.unpark_for_poll();
-        }
+        self.unpark_for_poll();
         if g.sole
             .as_ref()
             .is_some_and(|(seen, ..)| *seen != self.slots_changed.load(Ordering::Relaxed))
@@ -986,19 +961,10 @@ mod tests {
         (r, ours, peer, token)
     }
 
-    /// Whether bytes wait on `s`, without reading or waiting (as `Connection` asks it).
-    fn waiting(s: &UnixStream) -> impl Fn() -> bool + Send + 'static {
-        let s = s.try_clone().unwrap();
-        move || {
-            let flags = rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT;
-            rustix::net::recv(&s, &mut [0u8; 1], flags).err() != Some(rustix::io::Errno::AGAIN)
-        }
-    }
-
     /// Parks `ours` under an owned read's permit; says whether it was taken out.
     fn park(r: &Reactor<&'static str>, ours: &UnixStream, token: usize) -> bool {
-        let (permit, _) = r.try_own(None, |_, _| true).expect("the only connection");
-        r.park(&permit, ours, token, || waiting(ours), || true)
+        let (permit, conn) = r.try_own(None, |_, _| true).expect("the only connection");
+        r.park(&permit, &conn, ours, token, || true)
     }
 
     /// Every event the poll reports at once, as (entry, readable, writable).
@@ -1030,27 +996,6 @@ mod tests {
         // Back in the set for good: the next bytes are reported as before.
         peer.write_all(b"y").unwrap();
         assert_eq!(events(&r), [(Some("ours"), true, false)]);
-        r.deregister(&ours);
-    }
-
-    /// A look at the loop leaves a parked socket out while nothing waits on it (no system
-    /// call to put it back and take it out again), and puts it back, reporting the bytes,
-    /// once something does.
-    #[test]
-    fn a_look_at_the_loop_puts_a_parked_socket_back_only_for_bytes() {
-        let (r, ours, mut peer, token) = parking_fixture();
-        assert!(park(&r, &ours, token));
-        assert_eq!(r.poll_now(|_| panic!("nothing arrived")).events, 0);
-        assert_ne!(
-            r.parked_token.load(Ordering::Relaxed),
-            NOT_PARKED,
-            "put back"
-        );
-        peer.write_all(b"x").unwrap();
-        let mut seen = Vec::new();
-        let looked = r.poll_now(|ev| seen.push((conn(Some(ev.entry)), ev.readable)));
-        assert_eq!((looked.events, seen), (1, vec![(Some("ours"), true)]));
-        assert_eq!(r.parked_token.load(Ordering::Relaxed), NOT_PARKED);
         r.deregister(&ours);
     }
 
@@ -1108,9 +1053,9 @@ mod tests {
     fn parking_is_refused_or_forgotten_when_it_must_be() {
         let (r, ours, mut peer, token) = parking_fixture();
         {
-            let (permit, _) = r.try_own(None, |_, _| true).unwrap();
+            let (permit, conn) = r.try_own(None, |_, _| true).unwrap();
             assert!(
-                !r.park(&permit, &ours, token, || waiting(&ours), || false),
+                !r.park(&permit, &conn, &ours, token, || false),
                 "still said no"
             );
         }

@@ -373,15 +373,6 @@ impl Connection<Stream> {
         self.io.socket()
     }
 
-    /// Whether bytes (or the peer's end, or an error) wait on the socket now, asked without
-    /// reading them and without waiting: for a connection out of the poll set
-    /// (`Reactor::park`), what its readable event would have said.
-    pub(crate) fn bytes_waiting(&self) -> bool {
-        let flags = rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT;
-        rustix::net::recv(self.socket(), &mut [0u8; 1], flags).err()
-            != Some(rustix::io::Errno::AGAIN)
-    }
-
     /// Whether the stream's TLS handshake is under way (the connection carries no message
     /// yet).
     #[inline]

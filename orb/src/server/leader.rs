@@ -507,16 +507,10 @@ impl OrbInner {
                 // Nothing queued to send and no writable event wanted (a drain watch asks
                 // for one with the queue empty), asked under the parking lock: a writer
                 // that wants the event afterwards puts the socket back.
-                self.reactor.park(
-                    permit,
-                    conn.socket(),
-                    conn.token,
-                    || {
-                        let c = conn.clone();
-                        move || c.bytes_waiting()
-                    },
-                    || conn.needs_no_writable_event(),
-                );
+                self.reactor
+                    .park(permit, conn, conn.socket(), conn.token, || {
+                        conn.needs_no_writable_event()
+                    });
                 add_as_leader(&self.stats.owned_reads, 1);
             }
             let read = conn.read_available(&mut rs, &self.stats, owning);
