@@ -11,7 +11,8 @@
 # and a fresh raw server (a thread per connection) on free ports, runs the client against each
 # (the orb client ORB has 0 pool threads for lat and big, 2 for tput; see orb-bench's docs),
 # stops the server with SIGTERM and keeps both JSON lines, so the server's context switches per
-# call belong to that workload alone. Then `nest --depth 1000 --threads 1` (two processes).
+# call belong to that workload alone. Then `nest --depth 1000 --threads 1` (two processes), and
+# the same with `--bidir` (callbacks over the caller's connection).
 # The raw records and the table go to $CARGO_TARGET_DIR/orb-bench/ (default target/).
 #
 # lat also runs `--impl raw-epoll` (a diagnostic, not a target: raw with an epoll wait before
@@ -227,6 +228,18 @@ for run in $(seq 1 "$runs"); do
         fi
         [ -n "$nest" ] && record "$run" "$imp" nest "$nest" null
         echo "  $imp nest: $nest" >&2
+        if [ "$imp" = orb ]; then
+            # The same with bidirectional GIOP: callbacks over the caller's connection.
+            pinned "$nest_cpu"
+            if nest="$("${pfx[@]+"${pfx[@]}"}" "$bin" nest --impl orb --bidir --depth 1000 --threads 1 2> "$work/nest.err")"; then
+                [ -n "$nest" ] && record "$run" orb-bidir nest "$nest" null
+                echo "  orb-bidir nest: $nest" >&2
+            else
+                echo "nest (orb, bidir) failed:" >&2
+                cat "$work/nest.err" >&2
+                failed=1
+            fi
+        fi
     done
 done
 

@@ -681,6 +681,13 @@ impl<E: Clone> Reactor<E> {
         self.slots_changed.fetch_add(1, Ordering::Release);
     }
 
+    /// Tells [`try_own`](Self::try_own) that what its `ownable` answers for a registered
+    /// entry may have changed: it looks at the table again.
+    pub(crate) fn ownable_changed(&self) {
+        let _g = lock(&self.slots);
+        self.slots_changed.fetch_add(1, Ordering::Release);
+    }
+
     /// Interrupts the leader's `poll`.
     pub(crate) fn wake(&self) {
         let _ = self.waker.wake();
@@ -733,7 +740,8 @@ impl<E: Clone> Reactor<E> {
     /// microseconds old (else one is taken).
     ///
     /// What it finds is kept until an entry is added or removed, so that `ownable` must
-    /// depend only on what does not change for a registered entry. While that says no
+    /// depend only on what does not change for a registered entry, or that change be told
+    /// with [`ownable_changed`](Self::ownable_changed). While that says no
     /// connection can be owned (several connections, say), the answer costs two loads: no
     /// lock, no read-modify-write.
     pub(crate) fn try_own(

@@ -12,16 +12,15 @@
 //!   of one pool thread each, where every level has to run on the side's only pool thread,
 //!   waiting for the level below.
 //! - `a_chain_of_callbacks_between_a_caller_thread_and_one_pool_thread`: an application
-//!   thread's call whose callbacks a pool thread of the same ORB reads first: the pool thread
-//!   hands each callback it reads while the caller waits, with the event loop, to the caller
-//!   (`Lf::step_down_for`), so that the chain's callbacks run on the caller's thread and the
-//!   pool thread stays free (before, it ran the first one and its nested call bound it too,
-//!   and every level woke the other thread: PROFILE.md, 2026-11-27). Every callback runs
-//!   once, on one of the two threads, and the chain completes. Which thread runs each is
-//!   left to the loom model `a_callback_goes_to_the_caller_of_its_chain`, where it is
-//!   deterministic: here, on a loaded machine, a callback can reach the pool thread before
-//!   the caller waits (the caller is preempted between its send and its wait), and then the
-//!   pool thread runs it, as it should.
+//!   thread's call whose callbacks a pool thread of the same ORB may read first: the pool
+//!   thread hands each callback it reads while the caller waits, with the event loop, to the
+//!   caller (`Lf::step_down_for`), and sets aside for the caller one it reads before the
+//!   caller has joined to wait (the caller, preempted between its send and its wait, is
+//!   still `coming`: `Lf::coming`). So every callback of the chain runs on the caller's
+//!   thread and the pool thread stays free: before, the pool thread ran the first one it got
+//!   to first, its nested call bound it too, and every level woke the other thread
+//!   (PROFILE.md, 2026-11-27). A hundred chains, with and without bidirectional GIOP (callbacks
+//!   over the caller's own connection, which its thread then reads itself).
 
 use orb_tests::orbtest::{EchoClient, NodeClient, PingRequest};
 use orb_tests::{activate_echo, activate_node, timed_echo};
@@ -174,12 +173,11 @@ fn nested_depth_200_with_one_pool_thread_per_side() {
     }
 }
 
-#[test]
-fn a_chain_of_callbacks_between_a_caller_thread_and_one_pool_thread() {
-    let a = protorb::Orb::builder().threads(1).build().unwrap();
-    let b = protorb::Orb::builder().threads(1).build().unwrap();
-    let a_ref = activate_node(&a, "A");
-    let b_ref = activate_node(&b, "B");
+/// One chain of `depth` levels started by a thread of A (one pool thread) calling B (one
+/// pool thread): checks that it completes, alternates sides, and that all of A's levels ran
+/// on the calling thread.
+fn chain_on_the_caller(a: &protorb::Orb, b_ref: protorb::ObjectRef, a_ref: protorb::ObjectRef) {
+    let depth = 40;
     let caller = {
         let a = a.clone();
         std::thread::Builder::new()
@@ -187,7 +185,7 @@ fn a_chain_of_callbacks_between_a_caller_thread_and_one_pool_thread() {
             .spawn(move || {
                 let reply = NodeClient::new(&a, b_ref).ping_with_timeout(
                     PingRequest {
-                        depth: 40,
+                        depth,
                         peer: Some(a_ref),
                         sleep_micros: 0,
                     },
@@ -198,18 +196,62 @@ fn a_chain_of_callbacks_between_a_caller_thread_and_one_pool_thread() {
             .unwrap()
     };
     let (me, reply) = caller.join().unwrap();
-    a.shutdown();
-    b.shutdown();
-
     let reply = reply.expect("nested ping completes");
-    assert_eq!(reply.depth_reached, 40);
-    assert_eq!(reply.trail.len(), 41, "a level ran twice or not at all");
+    assert_eq!(reply.depth_reached, depth);
+    assert_eq!(
+        reply.trail.len(),
+        depth as usize + 1,
+        "a level ran twice or not at all"
+    );
     // B serves the top level and every other one; A's levels are callbacks of the caller's
-    // call, run by the caller's thread or A's one pool thread.
+    // call, all run by the caller's thread.
     for (i, t) in reply.trail.iter().rev().enumerate() {
-        let expect = if i % 2 == 0 { "B@" } else { "A@" };
-        assert!(t.starts_with(expect), "level {i} served by {t}");
+        if i % 2 == 0 {
+            assert!(t.starts_with("B@"), "level {i} served by {t}");
+        } else {
+            assert_eq!(
+                *t, me,
+                "level {i}, a callback of the caller's chain, ran on another thread"
+            );
+        }
     }
-    let on_caller = reply.trail.iter().filter(|t| **t == me).count();
-    eprintln!("{on_caller} of A's 20 levels ran on the caller's thread");
+}
+
+/// Pins the calling thread, and so the threads it starts, to the first CPU it may run on.
+fn pin_to_one_cpu() {
+    use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
+    let allowed = sched_getaffinity(None).expect("sched_getaffinity");
+    let first = (0..CpuSet::MAX_CPU)
+        .find(|&c| allowed.is_set(c))
+        .expect("some CPU is allowed");
+    let mut one = CpuSet::new();
+    one.set(first);
+    sched_setaffinity(None, &one).expect("sched_setaffinity");
+}
+
+#[test]
+fn a_chain_of_callbacks_between_a_caller_thread_and_one_pool_thread() {
+    // Both ORBs' threads on one CPU, as `orb-bench nest` runs them: there the peer, woken by
+    // the caller's request, preempts the caller before it waits, and the callback reaches
+    // A's pool thread first in some runs of a hundred chains (without `Lf::coming`, 4 runs of 5 failed).
+    std::thread::spawn(|| {
+        pin_to_one_cpu();
+        for bidir in [false, true] {
+            let a = protorb::Orb::builder().threads(1).build().unwrap();
+            let b = protorb::Orb::builder()
+                .threads(1)
+                .bidir_accept(bidir)
+                .build()
+                .unwrap();
+            let a_ref = activate_node(&a, "A");
+            let b_ref = activate_node(&b, "B");
+            for _ in 0..100 {
+                chain_on_the_caller(&a, b_ref.clone(), a_ref.clone());
+            }
+            a.shutdown();
+            b.shutdown();
+        }
+    })
+    .join()
+    .unwrap();
 }

@@ -5,7 +5,7 @@
 //! ```text
 //! orb-bench server --port PORT --threads T [--impl orb|raw|raw-epoll|tonic]   # until SIGTERM/SIGINT
 //! orb-bench client --port PORT lat|lat-async|tput [N]|tput-async [N]|big [--impl IMPL] [--quick] [--client-threads T] [--no-driver] [--driver-task] [--in-task]
-//! orb-bench nest --depth D [--threads T] [--impl orb|raw|raw-epoll|tonic]
+//! orb-bench nest --depth D [--threads T] [--impl orb|raw|raw-epoll|tonic] [--bidir]
 //! orb-bench report FILE...                                    # markdown tables of run.sh files
 //! ```
 //!
@@ -47,7 +47,7 @@ const USAGE: &str = "usage:
   orb-bench server --port PORT --threads T [--impl orb|raw|raw-epoll|tonic]
   orb-bench client --port PORT lat|lat-async|tput [N]|tput-async [N]|big
                    [--impl orb|raw|raw-epoll|tonic] [--quick] [--client-threads T] [--no-driver] [--driver-task] [--in-task]
-  orb-bench nest --depth D [--threads T] [--impl orb|raw|raw-epoll|tonic]
+  orb-bench nest --depth D [--threads T] [--impl orb|raw|raw-epoll|tonic] [--bidir]
   orb-bench report FILE...";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,6 +89,9 @@ struct Args {
     /// `--driver-task`: the ORB's driver is a task of its own (`protorb::tokio::drive`)
     /// instead of running inside the workload's future (`drive_with`).
     driver_task: bool,
+    /// `--bidir`: `nest` with bidirectional GIOP (each node accepts the other's callbacks
+    /// over the connection it opened), reported as `"impl":"orb-bidir"`.
+    bidir: bool,
 }
 
 fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -105,6 +108,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         no_driver: false,
         in_task: false,
         driver_task: false,
+        bidir: false,
     };
     while let Some(arg) = it.next() {
         let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
@@ -129,6 +133,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--no-driver" => a.no_driver = true,
             "--in-task" => a.in_task = true,
             "--driver-task" => a.driver_task = true,
+            "--bidir" => a.bidir = true,
             "--client-threads" => {
                 a.client_threads = Some(parse(&value("--client-threads")?, "--client-threads")?);
             }
@@ -194,7 +199,7 @@ fn run(a: &Args) -> Result<bool, String> {
             let depth = a.depth.ok_or("nest needs --depth")?;
             let threads = a.threads.unwrap_or(1);
             match a.imp {
-                Impl::Orb => orb_impl::nest(depth, threads),
+                Impl::Orb => orb_impl::nest(depth, threads, a.bidir),
                 Impl::Raw | Impl::RawEpoll | Impl::Tonic => {
                     JsonLine::new()
                         .str("impl", a.imp.name())
@@ -208,7 +213,7 @@ fn run(a: &Args) -> Result<bool, String> {
                 }
             }
         }
-        "nest-peer" => orb_impl::nest_peer(a.threads.unwrap_or(1)).map(|()| true),
+        "nest-peer" => orb_impl::nest_peer(a.threads.unwrap_or(1), a.bidir).map(|()| true),
         "report" => {
             if a.positional.is_empty() {
                 return Err("report needs a file".into());

@@ -258,10 +258,13 @@ impl Node for Arc<NodeServant> {
     }
 }
 
-fn node_orb(threads: usize) -> Result<(protorb::Orb, protorb::ObjectRef), String> {
+/// A node of `nest`; with `bidir`, it takes callbacks over the connection it opened
+/// (`bidir_accept`; offering it is the default).
+fn node_orb(threads: usize, bidir: bool) -> Result<(protorb::Orb, protorb::ObjectRef), String> {
     let orb = protorb::Orb::builder()
         .threads(threads)
         .call_timeout(NEST_TIMEOUT)
+        .bidir_accept(bidir)
         .build()
         .map_err(|e| e.to_string())?;
     let servant = Arc::new(NodeServant {
@@ -275,8 +278,8 @@ fn node_orb(threads: usize) -> Result<(protorb::Orb, protorb::ObjectRef), String
 
 /// The peer process of `nest` (node B): prints its reference on stdout, serves until its
 /// stdin closes (the parent exited or is done).
-pub fn nest_peer(threads: usize) -> Result<(), String> {
-    let (orb, r) = node_orb(threads)?;
+pub fn nest_peer(threads: usize, bidir: bool) -> Result<(), String> {
+    let (orb, r) = node_orb(threads, bidir)?;
     println!("{}", orb.object_to_string(&r));
     let mut sink = Vec::new();
     let _ = std::io::stdin().read_to_end(&mut sink);
@@ -288,11 +291,15 @@ pub fn nest_peer(threads: usize) -> Result<(), String> {
 /// threads; node B is a child process (`nest-peer`) with `max(threads, 1)` pool threads, since
 /// a process whose ORB has no thread at all cannot take the first call. A calls `B.ping(D, A)`
 /// from an application thread (a bound caller; with `--threads 0` it is A's only thread).
-pub fn nest(depth: u32, threads: usize) -> Result<bool, String> {
+///
+/// With `bidir`, both nodes accept bidirectional GIOP: B calls A back over the connection A
+/// opened, so each node has one connection, which its thread reads itself (owned reads).
+pub fn nest(depth: u32, threads: usize, bidir: bool) -> Result<bool, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let peer_threads = threads.max(1);
     let mut child = Command::new(exe)
         .args(["nest-peer", "--threads", &peer_threads.to_string()])
+        .args(bidir.then_some("--bidir"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -310,7 +317,7 @@ pub fn nest(depth: u32, threads: usize) -> Result<bool, String> {
         "nest: peer process {} ({peer_threads} pool threads)",
         child.id()
     );
-    let (orb, me) = node_orb(threads)?;
+    let (orb, me) = node_orb(threads, bidir)?;
     let peer = orb.string_to_object(&ior).map_err(|e| e.to_string())?;
     let (tx, rx) = mpsc::channel();
     {
@@ -348,7 +355,7 @@ pub fn nest(depth: u32, threads: usize) -> Result<bool, String> {
     // Each call has its own 30 s deadline; this watchdog only guards against a hang in them.
     let outcome = rx.recv_timeout(2 * NEST_TIMEOUT + Duration::from_secs(5));
     let line = JsonLine::new()
-        .str("impl", "orb")
+        .str("impl", if bidir { "orb-bidir" } else { "orb" })
         .str("workload", "nest")
         .int("depth", u64::from(depth))
         .int("threads", threads as u64);

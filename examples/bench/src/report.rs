@@ -256,6 +256,24 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
             nest_ok.iter().filter(|&&ok| ok).count(),
             nest_ok.len(),
         );
+        // The same chain with bidirectional GIOP (`nest --bidir`): no target of its own.
+        if !d
+            .series("orb-bidir", "nest", "client", "us_per_level")
+            .is_empty()
+        {
+            let r = median(d.ratios(
+                ("orb-bidir", "nest", "us_per_level"),
+                ("orb", "lat", "p50_us"),
+                "client",
+                "client",
+            ));
+            println!(
+                "| nest as above, bidirectional GIOP (`--bidir`; µs/level; \"raw\" column: orb lat p50) | {} | {} | {} | (no target) | |",
+                fmt(d.med("orb-bidir", "nest", "client", "us_per_level")),
+                fmt(d.med("orb", "lat", "client", "p50_us")),
+                fmt(r),
+            );
+        }
     }
     for (wl, limit) in [("lat", 2.0), ("tput", 1.0), ("tput_split", 1.0)] {
         let orb = d.med("orb", wl, "server", "ctx_switches_per_call");
@@ -318,6 +336,15 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
         "client",
     );
     println!("- nest ÷ lat p50: {}", list(v));
+    let v = d.ratios(
+        ("orb-bidir", "nest", "us_per_level"),
+        ("orb", "lat", "p50_us"),
+        "client",
+        "client",
+    );
+    if !v.is_empty() {
+        println!("- nest, bidir ÷ lat p50: {}", list(v));
+    }
     for (other, label) in COMPARED {
         for (name, _, wl, f) in METRICS {
             let v = d.ratios(("orb", wl, f), (other, wl, f), "client", "client");
@@ -339,7 +366,7 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
         "big",
         "nest",
     ] {
-        for imp in ["orb", "raw"]
+        for imp in ["orb", "raw", "orb-bidir"]
             .into_iter()
             .chain(COMPARED.map(|(imp, _)| imp))
         {

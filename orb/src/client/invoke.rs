@@ -415,6 +415,11 @@ impl OrbInner {
         };
         conn.note_version(version.minor);
         let thread = matches!(waiter, Some(Waiter::Thread(_)));
+        // A process that listens can be called back within this call (`Lf::coming`).
+        let coming = match &waiter {
+            Some(Waiter::Thread(p)) if !self.listen_addrs.is_empty() => Some(p.clone()),
+            _ => None,
+        };
         let task = matches!(waiter, Some(Waiter::Task(_)));
         let request_id = match waiter {
             // Registered before the request is written (the reply can arrive first), and
@@ -477,6 +482,16 @@ impl OrbInner {
         if thread {
             self.lf.caller_will_wait(self);
         }
+        // Announced before the request can reach the peer; withdrawn unless the send
+        // succeeds (the caller then joins the pool, which takes it off the list).
+        let mut coming = coming.map(|p| {
+            self.lf.coming(p.clone());
+            NotComing {
+                orb: self,
+                p,
+                sent: false,
+            }
+        });
         let sent = match params.split {
             Some(b) if b.len() >= crate::transport::SPLIT_BODY_AT => {
                 // Large payload: write the head and length here, the octets from their own
@@ -498,10 +513,14 @@ impl OrbInner {
         };
         if let Err(e) = sent {
             conn.mux.forget(request_id);
+            drop(coming);
             if thread {
                 self.lf.did_not_wait(self);
             }
             return Err(e);
+        }
+        if let Some(c) = &mut coming {
+            c.sent = true;
         }
         self.stats.requests_sent.fetch_add(1, Ordering::Relaxed);
         drop(_enter);
@@ -513,7 +532,27 @@ impl OrbInner {
             span,
         })
     }
+}
 
+/// Withdraws a caller's [`Lf::coming`](crate::lf::Lf::coming) when dropped: on a failed
+/// send, and on a panic between the announcement and the send's end (else a callback of
+/// its chain could be set aside for a thread that never comes). Not once the request is
+/// `sent`.
+struct NotComing<'a> {
+    orb: &'a OrbInner,
+    p: Arc<Participant>,
+    sent: bool,
+}
+
+impl Drop for NotComing<'_> {
+    fn drop(&mut self) {
+        if !self.sent {
+            self.orb.lf.not_coming(&self.p, self.orb);
+        }
+    }
+}
+
+impl OrbInner {
     /// Why a request could not be registered on `conn`, which closed since it was picked.
     #[cold]
     fn closed_before_sending(conn: &Connection) -> SystemException {

@@ -138,6 +138,9 @@ pub(crate) struct Connection<S = Stream> {
     pub(crate) bidir_endpoints: ListenPoints,
     /// Whether we sent our BI_DIR_IIOP listen points on this (outbound) connection.
     pub(crate) bidir_announced: AtomicBool,
+    /// A request came in over this connection although we opened it: the peer calls us back
+    /// over it (bidirectional GIOP), not over a connection to our listener.
+    called_back: AtomicBool,
     /// Senders waiting for the outgoing queue to drain below its bound.
     drain_waiters: Mutex<Vec<Arc<Participant>>>,
     /// Callers waiting for our non-blocking connect to finish (see
@@ -212,6 +215,7 @@ impl<S> Connection<S> {
             tcp_connected: AtomicBool::new(false),
             bidir_endpoints: ListenPoints::default(),
             bidir_announced: AtomicBool::new(false),
+            called_back: AtomicBool::new(false),
             dispatch: DispatchGate::new(),
             write_block: WriteBlock::new(),
             hold_kept: AtomicBool::new(false),
@@ -305,6 +309,21 @@ impl<S> Connection<S> {
     /// Notes that our connect's TCP part is done (the leader, once).
     pub(crate) fn set_tcp_connected(&self) {
         self.tcp_connected.store(true, Ordering::Release);
+    }
+
+    /// Notes a request that came in (the leader): on a connection we opened, that is the
+    /// peer calling us back over it. True the first time it is.
+    pub(crate) fn note_request(&self) -> bool {
+        matches!(self.origin, Origin::Outbound(..))
+            && !self.called_back.load(Ordering::Relaxed)
+            && !self.called_back.swap(true, Ordering::Relaxed)
+    }
+
+    /// Whether the peer that opened this connection, or that we opened it to and which has
+    /// called us back over it, makes its calls over this connection rather than over a new
+    /// one to our listener (see `called_back`).
+    pub(crate) fn peer_calls_over_it(&self) -> bool {
+        matches!(self.origin, Origin::Inbound) || self.called_back.load(Ordering::Relaxed)
     }
 
     /// Whether our connect has not finished yet (see `connecting`).

@@ -139,6 +139,11 @@ impl Driver for Net {
         a.retain(|&c| u64::from(c) != chain);
         *lock(&self.parked.1) += before - a.len();
     }
+    fn take_addressed(&self, chain: u64) -> Option<u32> {
+        let mut a = lock(&self.addressed);
+        let i = a.iter().position(|&c| u64::from(c) == chain)?;
+        Some(a.remove(i))
+    }
     fn run_upcall(&self, _u: u32) {
         *lock(&self.ran_by) = Some(loom::thread::current().id());
         self.lf.user_code_done(self);
@@ -586,6 +591,31 @@ fn shutdown_releases_pool_threads() {
     });
 }
 
+/// A bound caller in call chain 7 on a thread of its own, running `body`: its participant,
+/// the thread's id (once it runs) and its handle.
+#[allow(clippy::type_complexity)]
+fn spawn_caller_of_chain_7(
+    lf: &Arc<Lf>,
+    n: &Arc<Net>,
+    body: impl FnOnce(&Lf, &Net, &Arc<Participant>) + Send + 'static,
+) -> (
+    Arc<Participant>,
+    Arc<Mutex<Option<loom::thread::ThreadId>>>,
+    loom::thread::JoinHandle<()>,
+) {
+    let p = Participant::bound();
+    p.in_chain(7);
+    let caller_id = Arc::new(Mutex::new(None));
+    let caller = {
+        let (lf, n, p, id) = (lf.clone(), n.clone(), p.clone(), caller_id.clone());
+        loom::thread::spawn(move || {
+            *lock(&id) = Some(loom::thread::current().id());
+            body(&lf, &n, &p);
+        })
+    };
+    (p, caller_id, caller)
+}
+
 /// `Lf::step_down_for`: a pool thread (with the standby place free) reads a callback of the
 /// call a bound caller waits in, and hands it and the role to the caller. The callback runs
 /// once, on the caller's thread if the caller waited as a follower when the callback
@@ -601,17 +631,10 @@ fn callback_model(together: bool) {
         let lf = Arc::new(Lf::new());
         let n = net_with(&lf, true);
         let pool = spawn_pool_thread(&lf, &n);
-        let p = Participant::bound();
-        p.in_chain(7);
-        let caller_id = Arc::new(Mutex::new(None));
-        let caller = {
-            let (lf, n, p, id) = (lf.clone(), n.clone(), p.clone(), caller_id.clone());
-            loom::thread::spawn(move || {
-                *lock(&id) = Some(loom::thread::current().id());
-                assert_eq!(lf.run(&p, None, &*n), Exit::Completed);
-                assert_eq!(p.take().unwrap().unwrap().unwrap().header.request_id, 1);
-            })
-        };
+        let (p, caller_id, caller) = spawn_caller_of_chain_7(&lf, &n, |lf, n, p| {
+            assert_eq!(lf.run(p, None, n), Exit::Completed);
+            assert_eq!(p.take().unwrap().unwrap().unwrap().header.request_id, 1);
+        });
         // Once the caller waits (as a follower behind the pool thread, or as the leader),
         // the callback arrives.
         let follower = loop {
@@ -664,4 +687,66 @@ fn a_callback_goes_to_the_caller_of_its_chain() {
 #[test]
 fn a_callback_handed_to_a_caller_that_completes_first_goes_to_the_pool() {
     callback_model(true);
+}
+
+/// `Lf::coming`: a caller announces itself before it sends, and the callback of its chain
+/// arrives at once, so a pool thread may read it before the caller joins the pool (the
+/// window in which `nest` used to fall into its two-thread mode). Whenever the callback is
+/// read (before the caller joins, while it waits as a follower or as it leads), it runs
+/// once, on the caller's thread, and the caller gets its reply. With `fail`, the send
+/// fails instead (`Lf::not_coming`, the caller never joins): the callback then runs on the
+/// pool.
+fn coming_model(fail: bool) {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(move || {
+        let lf = Arc::new(Lf::new());
+        let n = net_with(&lf, true);
+        let pool = spawn_pool_thread(&lf, &n);
+        let (p, caller_id, caller) = spawn_caller_of_chain_7(&lf, &n, move |lf, n, p| {
+            lf.coming(p.clone());
+            // The send: the peer calls back at once.
+            n.push(None, 7);
+            if fail {
+                lf.not_coming(p, n);
+                return;
+            }
+            assert_eq!(lf.run(p, None, n), Exit::Completed);
+            assert_eq!(p.take().unwrap().unwrap().unwrap().header.request_id, 1);
+        });
+        // The reply comes once the callback has run, as in a real chain.
+        until_ran(&n, 1);
+        if !fail {
+            n.push(Some(p), 1);
+        }
+        caller.join().unwrap();
+        assert_eq!(*lock(&n.ran.0), 1, "the callback ran twice");
+        if !fail {
+            assert_eq!(
+                *lock(&n.ran_by),
+                *lock(&caller_id),
+                "the callback of the caller's chain ran on the pool thread"
+            );
+        }
+        lf.shutdown(&*n);
+        pool.join().unwrap();
+        assert!(
+            lock(&n.addressed).is_empty(),
+            "a callback was left set aside"
+        );
+        assert!(
+            lock(&lf.state).coming.is_empty(),
+            "the caller is still coming"
+        );
+    });
+}
+
+#[test]
+fn a_callback_read_before_its_caller_joins_waits_for_the_caller() {
+    coming_model(false);
+}
+
+#[test]
+fn a_callback_set_aside_for_a_caller_that_does_not_come_goes_to_the_pool() {
+    coming_model(true);
 }

@@ -52,6 +52,13 @@
 //!   callback to the pool threads (`Driver::release_addressed`). Without this, the pool
 //!   thread's own nested call would bind it as well, and every level of the chain would
 //!   wake the other thread.
+//! - The same callback may arrive before its caller waits at all: the peer, woken by the
+//!   request, can run and answer between the caller's send and its wait (on one CPU it
+//!   preempts the caller). So a bound caller in a process that can be called back announces
+//!   itself before it sends (`Lf::coming`), and a pool thread that reads a callback of its
+//!   chain meanwhile sets the callback aside for it and leads on; the caller takes it when it
+//!   joins, as leader or before it sleeps as a follower, and leaves the list then (or in
+//!   `Lf::not_coming`, if its send fails: the callback goes to the pool threads).
 //! - A promoted thread holds the role from the moment it is chosen, but it leads only once it
 //!   runs; until then the role is *unclaimed* (`State::unclaimed`), and a participant that
 //!   joins meanwhile (typically the upcall thread, back from a short upcall) takes it over
@@ -229,6 +236,11 @@ pub(crate) trait Driver {
     /// Called under the promotion lock, before the leaving thread passes the role on (so
     /// that the promotion sees them pending).
     fn release_addressed(&self, _chain: u64) {}
+    /// The request set aside for call chain `chain` ([`address_upcall`](Self::address_upcall)),
+    /// for a bound thread of that chain about to sleep as a follower (see `Lf::coming`).
+    fn take_addressed(&self, _chain: u64) -> Option<Self::Upcall> {
+        None
+    }
     /// Interrupts the leader's wait in the reactor.
     fn wake_leader(&self);
     /// Announces work left for the next leader with nobody promoted to take it
@@ -316,6 +328,11 @@ struct State {
     /// waits, before it sleeps. A thread leaves this list the next time it looks at the
     /// state in `Lf::run`.
     returning: Vec<u64>,
+    /// Bound callers that are sending a request and will then join to wait for its reply
+    /// (`Lf::coming`): a callback of their chain that a pool thread reads meanwhile is set
+    /// aside for them (`step_down_for`), not run by the pool thread. A caller leaves this
+    /// list the first time it looks at the state in `Lf::run`, or in `Lf::not_coming`.
+    coming: Vec<Arc<Participant>>,
 }
 
 /// Unused arms in a row after which the pool switches to tick mode.
@@ -330,6 +347,24 @@ const LOOK_AFTER: Duration = Duration::from_micros(20);
 /// PROFILE.md, 2026-11-26), and a request that arrived meanwhile waited less than
 /// `LOOK_AFTER` plus the reply's send, then waits in the poll set for this thread.
 const LOOK_EVERY: usize = 8;
+
+/// What a leader that read an upcall does with it (`Lf::step_down_for`).
+enum StepDown<'a> {
+    /// It runs it itself (having passed the role on, if it led).
+    RunHere,
+    /// It hands it, with the role, to this bound follower of its chain (woken once the
+    /// promotion lock is released).
+    Hand(MutexGuard<'a, State>, Arc<Participant>),
+    /// It sets it aside for a bound caller of its chain on its way to join, and leads on.
+    SetAside(MutexGuard<'a, State>),
+}
+
+/// Whom a callback goes to (`Lf::hand_to_chain`).
+enum ToChain {
+    Nobody,
+    Follower(Arc<Participant>),
+    Coming,
+}
 
 /// Whom a promotion must wake once the promotion lock is released.
 #[must_use]
@@ -491,6 +526,9 @@ impl Lf {
                     if !st.returning.is_empty() {
                         st.returning.retain(|&id| id != p.id);
                     }
+                    if !st.coming.is_empty() {
+                        st.coming.retain(|c| c.id != p.id);
+                    }
                     let leading = st.leader == Some(p.id);
                     if leading {
                         st.claim(p.id);
@@ -642,6 +680,20 @@ impl Lf {
                             continue;
                         }
                     }
+                    if !p.unbound && p.chain() != 0 {
+                        // A callback of this thread's chain that a pool thread read while
+                        // this thread was on its way here (`coming`), set aside for it: it
+                        // runs it now, as a leader would (the pool thread leads on), rather
+                        // than sleep. Asked under the promotion lock the pool thread sets it
+                        // aside under, so either this finds it or the pool thread finds this
+                        // thread among the followers and hands it over (`hand_to_chain`).
+                        if let Some(u) = driver.take_addressed(p.chain()) {
+                            drop(st);
+                            self.run_upcall(driver, u);
+                            st = lock(&self.state);
+                            continue;
+                        }
+                    }
                     st.followers.push(p.clone());
                     st = match deadline {
                         None => p.cv.wait(st).unwrap_or_else(|e| e.into_inner()),
@@ -664,14 +716,20 @@ impl Lf {
                     }
                 }
                 Lead::Upcall(u) => match self.step_down_for(p, &u, driver) {
-                    None => self.run_upcall(driver, u),
-                    Some((st, next)) => {
+                    StepDown::RunHere => self.run_upcall(driver, u),
+                    StepDown::Hand(st, next) => {
                         // Set aside before the promotion lock is released: the follower
                         // made leader looks for it as soon as it runs.
                         driver.address_upcall(u);
                         drop(st);
                         notify(Wake::Follower(next), driver);
                         handed = true;
+                    }
+                    StepDown::SetAside(st) => {
+                        // For the caller of its chain, on its way to join (`coming`): it
+                        // takes the callback when it does. This thread leads on.
+                        driver.address_upcall(u);
+                        drop(st);
                     }
                 },
                 Lead::StepDown => {
@@ -802,43 +860,76 @@ impl Lf {
         p: &Participant,
         u: &D::Upcall,
         driver: &D,
-    ) -> Option<(MutexGuard<'a, State>, Arc<Participant>)> {
+    ) -> StepDown<'a> {
         let mut st = lock(&self.state);
         if st.leader != Some(p.id) {
-            return None;
+            return StepDown::RunHere;
         }
         if p.unbound && !st.shutdown && !st.has_waiting_unbound() {
-            if let Some(next) = self.hand_to_chain(&mut st, u, driver) {
-                return Some((st, next));
+            match self.hand_to_chain(&mut st, u, driver) {
+                ToChain::Nobody => {}
+                ToChain::Follower(next) => return StepDown::Hand(st, next),
+                ToChain::Coming => return StepDown::SetAside(st),
             }
         }
         let next = self.promote_for_upcall(&mut st, driver);
         drop(st);
         notify(next, driver);
-        None
+        StepDown::RunHere
     }
 
     /// [`step_down_for`](Self::step_down_for)'s hand-over, under the promotion lock: the
-    /// bound follower waiting in `u`'s call chain, made leader, if there is one. Out of
-    /// line: only a pool thread leading with nobody but bound followers to promote gets here.
+    /// bound follower waiting in `u`'s call chain, made leader, if there is one; else
+    /// whether a bound caller of that chain is on its way to join (`State::coming`). Out
+    /// of line: only a pool thread leading with nobody but bound followers to promote gets
+    /// here.
     #[cold]
     #[inline(never)]
-    fn hand_to_chain<D: Driver>(
-        &self,
-        st: &mut State,
-        u: &D::Upcall,
-        driver: &D,
-    ) -> Option<Arc<Participant>> {
-        let chain = driver.upcall_chain(u).filter(|&c| c != 0)?;
-        let i = st
+    fn hand_to_chain<D: Driver>(&self, st: &mut State, u: &D::Upcall, driver: &D) -> ToChain {
+        let Some(chain) = driver.upcall_chain(u).filter(|&c| c != 0) else {
+            return ToChain::Nobody;
+        };
+        if let Some(i) = st
             .followers
             .iter()
-            .rposition(|f| !f.unbound && f.chain() == chain)?;
-        let next = st.followers.remove(i);
-        st.claim(next.id);
-        self.clear_vacancy(st);
-        driver.count_promotion();
-        Some(next)
+            .rposition(|f| !f.unbound && f.chain() == chain)
+        {
+            let next = st.followers.remove(i);
+            st.claim(next.id);
+            self.clear_vacancy(st);
+            driver.count_promotion();
+            return ToChain::Follower(next);
+        }
+        if st.coming.iter().any(|c| c.chain() == chain) {
+            return ToChain::Coming;
+        }
+        ToChain::Nobody
+    }
+
+    /// A bound caller about to send a request and then wait for its reply (`Lf::run`)
+    /// announces itself, so that a callback of its chain read by a pool thread before it
+    /// joins is set aside for it rather than run on the pool thread (which would then be
+    /// bound in the chain too, and every level of it would wake the other thread: `nest`'s
+    /// two-thread mode, PROFILE.md). Only worth a lock in a process that can be called
+    /// back. A caller that then does not join calls [`not_coming`](Self::not_coming).
+    pub(crate) fn coming(&self, p: Arc<Participant>) {
+        lock(&self.state).coming.push(p);
+    }
+
+    /// Undoes [`coming`](Self::coming) for a caller that will not join (its send failed):
+    /// a callback set aside for its chain goes to the pool threads, and the leader is woken
+    /// to see it.
+    pub(crate) fn not_coming<D: Driver>(&self, p: &Participant, driver: &D) {
+        let mut st = lock(&self.state);
+        let Some(i) = st.coming.iter().position(|c| c.id == p.id) else {
+            return;
+        };
+        st.coming.remove(i);
+        if p.chain() != 0 {
+            driver.release_addressed(p.chain());
+        }
+        drop(st);
+        driver.wake_leader();
     }
 
     /// Runs an upcall this thread took as a participant of this pool, noting that it does

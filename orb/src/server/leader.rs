@@ -30,7 +30,9 @@
 //! it holds the poll lock while it waits, so no one polls meanwhile. The rules, each closing a
 //! way to miss an event:
 //! - Only while the connection is the only one registered (listeners aside, but not while
-//!   listening for a connection we opened: a process calling out expects callbacks), plain TCP,
+//!   listening for a connection we opened, unless the peer has called us back over it: a
+//!   process calling out expects callbacks, over a connection to its listener unless the
+//!   peer takes them over this one, bidirectional GIOP), plain TCP,
 //!   connected, with no bytes queued to send (their flush needs the writable event; so does
 //!   the connect's completion) and no frame or large
 //!   frame pending in its read state, and not for a turn of an event-loop driver (it must
@@ -130,6 +132,10 @@ impl Driver for OrbInner {
 
     fn release_addressed(&self, chain: u64) {
         self.upcalls.release_addressed(chain);
+    }
+
+    fn take_addressed(&self, chain: u64) -> Option<Upcall> {
+        self.upcalls.take_addressed(chain)
     }
 
     fn wake_leader(&self) {
@@ -359,10 +365,11 @@ impl OrbInner {
         // process that listens and waits on a connection it opened is calling out and
         // expects its peers to call back, typically over a connection to its listener
         // (`nest`'s first chain: each callback connection waited for the owned read's
-        // timeout to be accepted). A server reading its one client's connection owns it.
+        // timeout to be accepted), unless the peer has called back over this connection
+        // already (bidirectional GIOP). A server reading its one client's connection owns it.
         self.reactor
             .try_own(until.map(|u| u.now), |conn, listening| {
-                !listening || conn.origin == Origin::Inbound
+                !listening || conn.peer_calls_over_it()
             })
     }
 
@@ -594,6 +601,10 @@ impl OrbInner {
             }
             Message::Request(mut request) => {
                 add_as_leader(&self.stats.requests_received, 1);
+                if conn.note_request() {
+                    // Whether the connection may be owned (`may_own`) depends on it.
+                    self.reactor.ownable_changed();
+                }
                 if self.shutting_down.load(Ordering::Acquire) {
                     // Shutting down: no new work, so that the grace period is for the
                     // upcalls already running. Not processed, and the caller is told so.
