@@ -275,7 +275,7 @@ impl OrbBuilder {
     ///
     /// The bound it keeps: what the owning leader does not hear while it waits (a new
     /// connection to accept, a connection opened meanwhile by another thread, timers, a
-    /// wake-up such as shutdown's) waits at most 1 ms (a run of owned reads ends with a poll
+    /// wake-up such as shutdown's) waits at most 1 ms (a run of owned reads ends with a look
     /// after that) plus one receive timeout (200 µs, which the kernel rounds up to its tick:
     /// 4 ms at 250 Hz). An owned read that brings no complete message (the peer stalls, or
     /// sends a part) makes the leader poll until a message comes by the poll again, so a

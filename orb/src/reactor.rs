@@ -51,15 +51,17 @@
 //! connection is the only one registered, and holding the poll lock meanwhile, so that it is
 //! the one poller (an upcall thread's `poll_now` then sees someone polling). Other sources (a
 //! listener's new connections, the waker, the alarm, a connection registered meanwhile) are
-//! not heard during such a wait: a run of owned reads ends with a poll once it has lasted
-//! [`OWNED_RUN`], so they wait at most that plus one wait's receive timeout.
+//! not heard during such a wait: a run of owned reads ends with a look at the poll set (a
+//! poll without waiting) once it has lasted [`OWNED_RUN`], so they wait at most that plus
+//! one wait's receive timeout. The look leaves the owned socket parked (below); if it finds
+//! nothing, the next run starts at once.
 //!
 //! **Parking.** A socket in an epoll set costs every segment that arrives on it the kernel's
 //! callback into that set (a lock and a ready-list check, ~0.1 µs a message on each side of
 //! a call: PROFILE.md), which an owned read does not need: it reads the socket itself. So the
 //! owner takes its connection out of the main poll set for its run ([`Reactor::park`]), and
 //! whoever needs the set to report that connection again puts it back first: any poll of
-//! the set (the run's own end included), the standby's arming (it watches the set for the
+//! the set but the look that ends a run (the owner reads the socket next), the standby's arming (it watches the set for the
 //! vacant role; the upcall thread's look at the loop is a poll too), and a writer that needs
 //! the writable event (the owner takes a socket out only while no writable event is wanted:
 //! nothing queued, no drain watched). Putting back is an
@@ -84,7 +86,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// How long a run of owned reads may go without a poll (see the module docs).
+/// How long a run of owned reads may go without a look at the poll set (see the module
+/// docs).
 pub(crate) const OWNED_RUN: Duration = Duration::from_millis(1);
 
 /// The waker's token (never a slab index).
@@ -126,13 +129,24 @@ pub(crate) struct Polled {
 struct MainPoll<E> {
     poll: Poll,
     events: Events,
-    /// When the current run of owned reads must end with a poll (`None`: no owned read since
+    /// When the current run of owned reads must end with a look (`None`: no owned read since
     /// the last poll).
     owned_until: Option<Instant>,
     /// The one connection registered, if exactly one is and it may be owned, as of the slot
     /// table's change count (`Reactor::slots_changed`) given with it: looked up again only
     /// when that moved.
     sole: Option<(u64, Option<E>)>,
+}
+
+/// What [`Reactor::try_own`] answers.
+pub(crate) enum Own<'a, E> {
+    /// The leader may wait in this connection's `recv`, holding the poll lock.
+    Yes(Owning<'a, E>, E),
+    /// It may not: it polls.
+    No,
+    /// A run of owned reads was over, and the look that ends it found events (handed to
+    /// the caller's `look`), the alarm or a wake-up: the caller goes on as after a poll.
+    Looked(Polled),
 }
 
 /// The leader's permission to wait in the `recv` of the connection [`Reactor::try_own`]
@@ -718,7 +732,7 @@ impl<E: Clone> Reactor<E> {
         let Ok(mut g) = self.poll.try_lock() else {
             return Polled::default();
         };
-        let (polled, woken) = match self.poll_locked(&mut g, Some(Duration::ZERO), handle) {
+        let (polled, woken) = match self.poll_locked(&mut g, Some(Duration::ZERO), false, handle) {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!(error = %e, "poll failed");
@@ -744,22 +758,36 @@ impl<E: Clone> Reactor<E> {
     /// with [`ownable_changed`](Self::ownable_changed). While that says no
     /// connection can be owned (several connections, say), the answer costs two loads: no
     /// lock, no read-modify-write.
+    ///
+    /// When the run is over, the sources an owned read does not hear are looked at first,
+    /// with the owned socket left out of the poll set: a poll without waiting, whose events
+    /// go to `look` as a poll's would. If it finds nothing (no event, no alarm, no wake-up),
+    /// a new run starts at once; if it finds anything, the answer is [`Own::Looked`] and the
+    /// caller goes on as after a poll. (The poll that ended a run before put the socket back,
+    /// waited in the set and took it out again: two `epoll_ctl` and an `epoll_wait` where
+    /// this makes one `epoll_wait`, once a run.)
     pub(crate) fn try_own(
         &self,
         now: Option<Instant>,
         ownable: impl Fn(&E, bool) -> bool,
-    ) -> Option<(Owning<'_, E>, E)> {
+        look: impl FnMut(Ready<E>),
+    ) -> Own<'_, E> {
         if !self.ready.is_empty() || self.full.load(Ordering::Relaxed) {
-            return None;
+            return Own::No;
         }
         if self.not_ownable_at.load(Ordering::Relaxed) == self.slots_changed.load(Ordering::Acquire)
         {
-            return None;
+            return Own::No;
         }
-        let mut g = self.poll.try_lock().ok()?;
+        let Ok(mut g) = self.poll.try_lock() else {
+            return Own::No;
+        };
         let changed = self.slots_changed.load(Ordering::Acquire);
         let sole = match &g.sole {
-            Some((seen, sole)) if *seen == changed => sole.clone()?,
+            Some((seen, sole)) if *seen == changed => match sole {
+                Some(s) => s.clone(),
+                None => return Own::No,
+            },
             _ => {
                 let slots = lock(&self.slots);
                 let (mut conns, mut listening) = (0, false);
@@ -782,17 +810,45 @@ impl<E: Clone> Reactor<E> {
                     self.not_ownable_at.store(changed, Ordering::Relaxed);
                 }
                 g.sole = Some((changed, sole.clone()));
-                sole?
+                match sole {
+                    Some(s) => s,
+                    None => return Own::No,
+                }
             }
         };
         let now = now.unwrap_or_else(Instant::now);
         match g.owned_until {
-            None => g.owned_until = Some(now.checked_add(OWNED_RUN)?),
-            // Time for a poll: the sources an owned read does not hear.
-            Some(end) if now >= end => return None,
-            Some(_) => {}
+            None => {}
+            // Time to look at the sources an owned read does not hear.
+            Some(end) if now >= end => {
+                match self.poll_locked(&mut g, Some(Duration::ZERO), true, look) {
+                    // Nothing came, and the table is as it was: a new run.
+                    Ok((p, false))
+                        if p.events == 0
+                            && !p.alarm
+                            && g.sole.as_ref().is_some_and(|(seen, _)| {
+                                *seen == self.slots_changed.load(Ordering::Acquire)
+                            }) => {}
+                    Ok((p, woken)) => {
+                        if woken {
+                            // For the caller's next poll, as `poll_now` does.
+                            self.wake();
+                        }
+                        return Own::Looked(p);
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "poll failed");
+                        return Own::No;
+                    }
+                }
+            }
+            Some(_) => return Own::Yes(Owning { _poll: g }, sole),
         }
-        Some((Owning { _poll: g }, sole))
+        match now.checked_add(OWNED_RUN) {
+            Some(end) => g.owned_until = Some(end),
+            None => return Own::No,
+        }
+        Own::Yes(Owning { _poll: g }, sole)
     }
 
     /// Waits for readiness (leader only) and hands each resolved event to `handle`, without
@@ -804,22 +860,30 @@ impl<E: Clone> Reactor<E> {
         timeout: Option<Duration>,
         handle: impl FnMut(Ready<E>),
     ) -> io::Result<Polled> {
-        self.poll_locked(&mut lock(&self.poll), timeout, handle)
+        self.poll_locked(&mut lock(&self.poll), timeout, false, handle)
             .map(|(p, _)| p)
     }
 
     /// The poll itself, with the poll set's lock held (`g`); also says whether the waker
-    /// (or the alarm) fired.
+    /// (or the alarm) fired. `keep_parked`: the look of [`try_own`](Self::try_own), which
+    /// leaves a parked socket out (its owner reads it next; only this thread polls).
     fn poll_locked(
         &self,
         g: &mut MainPoll<E>,
         timeout: Option<Duration>,
+        keep_parked: bool,
         mut handle: impl FnMut(Ready<E>),
     ) -> io::Result<(Polled, bool)> {
         // A poll ends a run of owned reads (`try_own`), and lets go of a connection that
         // is no longer the only one (or registered at all).
         g.owned_until = None;
-        self.unpark_for_poll();
+        if keep_parked {
+            if self.held_off.load(Ordering::Relaxed) {
+                self.held_off.store(false, Ordering::Relaxed);
+            }
+        } else {
+            self.unpark_for_poll();
+        }
         if g.sole
             .as_ref()
             .is_some_and(|(seen, ..)| *seen != self.slots_changed.load(Ordering::Relaxed))
@@ -873,6 +937,18 @@ mod tests {
     use std::io::{Read, Write};
     use std::os::unix::net::UnixStream;
 
+    /// [`Reactor::try_own`] with nothing to look at: the permit and the connection, if it
+    /// may be owned.
+    fn own<'a>(
+        r: &'a Reactor<&'static str>,
+        ok: impl Fn(&&'static str, bool) -> bool,
+    ) -> Option<(Owning<'a, &'static str>, &'static str)> {
+        match r.try_own(None, ok, |_| {}) {
+            Own::Yes(permit, conn) => Some((permit, conn)),
+            Own::No | Own::Looked(_) => None,
+        }
+    }
+
     fn conn(e: Option<Entry<&'static str>>) -> Option<&'static str> {
         match e {
             Some(Entry::Conn(s)) => Some(s),
@@ -914,23 +990,17 @@ mod tests {
         // depends on how long the test takes (a run ends after `OWNED_RUN`).
         let owned = |r: &Reactor<&'static str>, ok: &dyn Fn(&&str, bool) -> bool| {
             r.poll(Some(Duration::ZERO), |_| {}).unwrap();
-            r.try_own(None, ok).map(|(_, conn)| conn)
+            own(r, ok).map(|(_, conn)| conn)
         };
         assert_eq!(owned(&r, &any), None, "nothing registered");
         let a = r.insert(|t| (Entry::Conn("a"), t));
         {
             r.poll(Some(Duration::ZERO), |_| {}).unwrap();
-            let (permit, conn) = r.try_own(None, any).expect("the only connection");
+            let (permit, conn) = own(&r, any).expect("the only connection");
             assert_eq!(conn, "a");
-            assert!(
-                r.try_own(None, any).is_none(),
-                "the permit holds the poll lock"
-            );
+            assert!(own(&r, any).is_none(), "the permit holds the poll lock");
             drop(permit);
-            assert!(
-                r.try_own(None, any).is_some(),
-                "and lets it go when dropped"
-            );
+            assert!(own(&r, any).is_some(), "and lets it go when dropped");
         }
         let b = r.insert(|t| (Entry::Conn("b"), t));
         assert_eq!(owned(&r, &any), None, "two connections");
@@ -971,7 +1041,7 @@ mod tests {
 
     /// Parks `ours` under an owned read's permit; says whether it was taken out.
     fn park(r: &Reactor<&'static str>, ours: &UnixStream, token: usize) -> bool {
-        let (permit, conn) = r.try_own(None, |_, _| true).expect("the only connection");
+        let (permit, conn) = own(r, |_, _| true).expect("the only connection");
         r.park(&permit, &conn, ours, token, || true)
     }
 
@@ -1004,6 +1074,57 @@ mod tests {
         // Back in the set for good: the next bytes are reported as before.
         peer.write_all(b"y").unwrap();
         assert_eq!(events(&r), [(Some("ours"), true, false)]);
+        r.deregister(&ours);
+    }
+
+    /// The look that ends a run of owned reads leaves the owned socket out of the poll set:
+    /// with nothing else to report, a new run starts at once (bytes for the owner stay for
+    /// its `recv`); an event elsewhere (a connection to the listener) or a wake-up goes to
+    /// the caller as after a poll, the socket still out.
+    #[test]
+    fn the_look_that_ends_a_run_keeps_the_owned_socket_out() {
+        let (r, ours, mut peer, token) = parking_fixture();
+        let listener = r
+            .add_listener(TcpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap())
+            .unwrap();
+        assert!(park(&r, &ours, token));
+        peer.write_all(b"x").unwrap();
+        // Each call a run later than the last one started.
+        let t0 = Instant::now();
+        let later = |runs: u32| Some(t0 + 4 * runs * OWNED_RUN);
+        let mut seen = Vec::new();
+        match r.try_own(later(1), |_, _| true, |ev| seen.push(ev.entry)) {
+            Own::Yes(_, conn) => assert_eq!(conn, "ours"),
+            _ => panic!("nothing else to report: the run goes on"),
+        }
+        assert!(seen.is_empty(), "the owned socket's bytes were reported");
+        assert_eq!(r.parked_token.load(Ordering::Relaxed), token);
+
+        let _client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let looked = r.try_own(later(2), |_, _| true, |ev| seen.push(ev.entry));
+        assert!(matches!(looked, Own::Looked(p) if p.events == 1));
+        assert!(matches!(seen.as_slice(), [Entry::Listener(_)]));
+        assert_eq!(r.parked_token.load(Ordering::Relaxed), token, "put back");
+
+        // As after a poll, the next try starts a new run.
+        assert!(matches!(
+            r.try_own(later(3), |_, _| true, |_| {}),
+            Own::Yes(..)
+        ));
+        r.wake();
+        seen.clear();
+        let looked = r.try_own(later(4), |_, _| true, |ev| seen.push(ev.entry));
+        assert!(matches!(looked, Own::Looked(p) if p.events == 0));
+        // The wake-up is posted again, for the caller's next poll (after which the parked
+        // socket is back and its bytes reported).
+        let mut again = Vec::new();
+        let (_, woken) = r
+            .poll_locked(&mut lock(&r.poll), Some(Duration::ZERO), false, |ev| {
+                again.push(conn(Some(ev.entry)))
+            })
+            .unwrap();
+        assert!(woken);
+        assert_eq!(again, [Some("ours")]);
         r.deregister(&ours);
     }
 
@@ -1061,7 +1182,7 @@ mod tests {
     fn parking_is_refused_or_forgotten_when_it_must_be() {
         let (r, ours, mut peer, token) = parking_fixture();
         {
-            let (permit, conn) = r.try_own(None, |_, _| true).unwrap();
+            let (permit, conn) = own(&r, |_, _| true).unwrap();
             assert!(
                 !r.park(&permit, &conn, &ours, token, || false),
                 "still said no"

@@ -47,7 +47,7 @@
 //!   as every event does in tick mode.
 //! - What the wait does not hear (a new connection on a listener, a connection another thread
 //!   registers, timers, the waker: shutdown, say) waits at most `reactor::OWNED_RUN` (a run of
-//!   owned reads then ends with a poll) plus one receive timeout, rounded up to the kernel's
+//!   owned reads then ends with a look at the poll set) plus one receive timeout, rounded up to the kernel's
 //!   tick. A close from another thread shuts the socket down, which ends the wait at once.
 //! - A wait that brings no whole frame (the timeout, or a part of one) makes the leader poll
 //!   until a read from the poll brings a frame (`ReadState::may_own`), so a peer that stalls
@@ -62,7 +62,7 @@ use crate::giop::{
 use crate::lf::{Driver, Lead, Participant, Until};
 use crate::metadata::Metadata;
 use crate::orb::OrbInner;
-use crate::reactor::{Entry, Owning, Ready};
+use crate::reactor::{Entry, Own, Owning, Ready};
 use crate::servant::Context;
 use crate::server::dispatch::ReplyBody;
 use crate::stats::add_as_leader;
@@ -321,12 +321,23 @@ impl OrbInner {
                 return Lead::Idle;
             }
             if !keep && !p.turn && !std::mem::replace(&mut tried_own, true) {
-                if let Some((permit, conn)) = self.may_own(until) {
-                    // The owned read stands for the turn's poll.
-                    first = Some(conn);
-                    owning = Some(permit);
-                    polled = true;
-                    continue;
+                match self.may_own(until, &mut first) {
+                    Own::Yes(permit, conn) => {
+                        // The owned read stands for the turn's poll.
+                        first = Some(conn);
+                        owning = Some(permit);
+                        polled = true;
+                        continue;
+                    }
+                    Own::Looked(p) => {
+                        // The look that ended a run of owned reads stands for the poll.
+                        if p.alarm {
+                            self.run_due_timers();
+                        }
+                        polled = true;
+                        continue;
+                    }
+                    Own::No => {}
                 }
             }
             let timeout = self.poll_timeout(until);
@@ -354,12 +365,13 @@ impl OrbInner {
     fn may_own(
         &self,
         until: Option<Until>,
-    ) -> Option<(Owning<'_, Arc<Connection>>, Arc<Connection>)> {
+        first: &mut Option<Arc<Connection>>,
+    ) -> Own<'_, Arc<Connection>> {
         if !self.config.owned_reads
             || until.is_some_and(|u| u.left() < OWNED_DEADLINE_MARGIN)
             || !self.reactor.alarm_works()
         {
-            return None;
+            return Own::No;
         }
         // The deadline's clock reading, taken just before this turn, if there is one. A
         // process that listens and waits on a connection it opened is calling out and
@@ -367,10 +379,11 @@ impl OrbInner {
         // (`nest`'s first chain: each callback connection waited for the owned read's
         // timeout to be accepted), unless the peer has called back over this connection
         // already (bidirectional GIOP). A server reading its one client's connection owns it.
-        self.reactor
-            .try_own(until.map(|u| u.now), |conn, listening| {
-                !listening || conn.peer_calls_over_it()
-            })
+        self.reactor.try_own(
+            until.map(|u| u.now),
+            |conn, listening| !listening || conn.peer_calls_over_it(),
+            |ev| self.handle_ready(ev, first),
+        )
     }
 
     /// Before a request is dispatched: while more requests of the same read wait in
