@@ -921,10 +921,11 @@ impl Lf {
     /// to see it.
     pub(crate) fn not_coming<D: Driver>(&self, p: &Participant, driver: &D) {
         let mut st = lock(&self.state);
-        let Some(i) = st.coming.iter().position(|c| c.id == p.id) else {
+        let before = st.coming.len();
+        st.coming.retain(|c| c.id != p.id);
+        if st.coming.len() == before {
             return;
-        };
-        st.coming.remove(i);
+        }
         if p.chain() != 0 {
             driver.release_addressed(p.chain());
         }
