@@ -154,12 +154,15 @@ impl Upcalls {
     }
 
     /// Passes the requests set aside for call chain `chain` to the pool threads (their
-    /// thread leaves the pool without having run them).
+    /// thread leaves the pool without having run them); says whether there were any.
     #[inline]
-    pub(crate) fn release_addressed(&self, chain: u64) {
+    pub(crate) fn release_addressed(&self, chain: u64) -> bool {
+        let mut any = false;
         while let Some(u) = self.take_addressed(chain) {
             self.parked.push_back(u);
+            any = true;
         }
+        any
     }
 
     /// An upcall was read and will run.

@@ -133,11 +133,12 @@ impl Driver for Net {
     fn address_upcall(&self, u: u32) {
         lock(&self.addressed).push(u);
     }
-    fn release_addressed(&self, chain: u64) {
+    fn release_addressed(&self, chain: u64) -> bool {
         let mut a = lock(&self.addressed);
         let before = a.len();
         a.retain(|&c| u64::from(c) != chain);
         *lock(&self.parked.1) += before - a.len();
+        a.len() < before
     }
     fn take_addressed(&self, chain: u64) -> Option<u32> {
         let mut a = lock(&self.addressed);
@@ -693,10 +694,20 @@ fn a_callback_handed_to_a_caller_that_completes_first_goes_to_the_pool() {
 /// arrives at once, so a pool thread may read it before the caller joins the pool (the
 /// window in which `nest` used to fall into its two-thread mode). Whenever the callback is
 /// read (before the caller joins, while it waits as a follower or as it leads), it runs
-/// once, on the caller's thread, and the caller gets its reply. With `fail`, the send
-/// fails instead (`Lf::not_coming`, the caller never joins): the callback then runs on the
-/// pool.
-fn coming_model(fail: bool) {
+/// once, on the caller's thread, and the caller gets its reply. Other cases:
+/// `Coming::Fails`, the send fails (`Lf::not_coming`, the caller never joins): the callback
+/// runs on the pool; `Coming::Answered`, the reply is handed to the caller from outside
+/// the pool (as a close completes its waiters) while the callback arrives, so the caller may
+/// complete before it takes the callback: then the pool runs it (the leader, asleep in its
+/// poll, is woken for it).
+#[derive(Clone, Copy, PartialEq)]
+enum Coming {
+    Joins,
+    Fails,
+    Answered,
+}
+
+fn coming_model(how: Coming) {
     let mut b = loom::model::Builder::new();
     b.preemption_bound = Some(3);
     b.check(move || {
@@ -707,21 +718,26 @@ fn coming_model(fail: bool) {
             lf.coming(p.clone());
             // The send: the peer calls back at once.
             n.push(None, 7);
-            if fail {
+            if how == Coming::Fails {
                 lf.not_coming(p, n);
                 return;
             }
             assert_eq!(lf.run(p, None, n), Exit::Completed);
             assert_eq!(p.take().unwrap().unwrap().unwrap().header.request_id, 1);
         });
-        // The reply comes once the callback has run, as in a real chain.
-        until_ran(&n, 1);
-        if !fail {
-            n.push(Some(p), 1);
+        match how {
+            Coming::Joins => {
+                // The reply comes once the callback has run, as in a real chain.
+                until_ran(&n, 1);
+                n.push(Some(p), 1);
+            }
+            Coming::Answered => lf.complete(&p, Ok(Some(reply(1))), None, &*n),
+            Coming::Fails => {}
         }
         caller.join().unwrap();
+        until_ran(&n, 1);
         assert_eq!(*lock(&n.ran.0), 1, "the callback ran twice");
-        if !fail {
+        if how == Coming::Joins {
             assert_eq!(
                 *lock(&n.ran_by),
                 *lock(&caller_id),
@@ -743,10 +759,15 @@ fn coming_model(fail: bool) {
 
 #[test]
 fn a_callback_read_before_its_caller_joins_waits_for_the_caller() {
-    coming_model(false);
+    coming_model(Coming::Joins);
 }
 
 #[test]
 fn a_callback_set_aside_for_a_caller_that_does_not_come_goes_to_the_pool() {
-    coming_model(true);
+    coming_model(Coming::Fails);
+}
+
+#[test]
+fn a_callback_set_aside_for_a_caller_answered_first_goes_to_the_pool() {
+    coming_model(Coming::Answered);
 }

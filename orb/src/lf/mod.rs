@@ -232,10 +232,12 @@ pub(crate) trait Driver {
     /// which [`upcall_chain`](Self::upcall_chain) gave a chain.
     fn address_upcall(&self, upcall: Self::Upcall);
     /// A bound participant of call chain `chain` leaves the pool: requests set aside for
-    /// it ([`address_upcall`](Self::address_upcall)) go to the pool threads instead.
-    /// Called under the promotion lock, before the leaving thread passes the role on (so
-    /// that the promotion sees them pending).
-    fn release_addressed(&self, _chain: u64) {}
+    /// it ([`address_upcall`](Self::address_upcall)) go to the pool threads instead; says
+    /// whether there were any. Called under the promotion lock, before the leaving thread
+    /// passes the role on (so that the promotion sees them pending).
+    fn release_addressed(&self, _chain: u64) -> bool {
+        false
+    }
     /// The request set aside for call chain `chain` ([`address_upcall`](Self::address_upcall)),
     /// for a bound thread of that chain about to sleep as a follower (see `Lf::coming`).
     fn take_addressed(&self, _chain: u64) -> Option<Self::Upcall> {
@@ -550,11 +552,11 @@ impl Lf {
                         None
                     };
                     if let Some(exit) = exit {
-                        if !p.unbound && p.chain() != 0 {
-                            // A request of its chain may have been handed to it with the
-                            // role (`step_down_for`): it goes to the pool instead.
-                            driver.release_addressed(p.chain());
-                        }
+                        // A request of its chain may have been handed to it with the role,
+                        // or set aside for it while it was coming (`step_down_for`): it goes
+                        // to the pool instead.
+                        let released =
+                            !p.unbound && p.chain() != 0 && driver.release_addressed(p.chain());
                         // A vacant role is passed on too: this thread may have left it
                         // for an upcall (disarming the standby once done, expecting to
                         // take it back) and now exits without leading.
@@ -572,8 +574,15 @@ impl Lf {
                         } else {
                             Wake::Nobody
                         };
+                        // Set aside while it was coming, with another thread leading
+                        // (maybe asleep in its poll): that one takes the request on its
+                        // next turn, which the wake-up starts.
+                        let other_leads = released && !leading && st.leader.is_some();
                         drop(st);
                         notify(next, driver);
+                        if other_leads {
+                            driver.wake_leader();
+                        }
                         return exit;
                     }
                     if leading {
@@ -926,11 +935,13 @@ impl Lf {
         if st.coming.len() == before {
             return;
         }
-        if p.chain() != 0 {
-            driver.release_addressed(p.chain());
+        if p.chain() != 0 && driver.release_addressed(p.chain()) {
+            // The leader (maybe asleep in its poll) takes it on its next turn; with the role
+            // vacant, whoever leads next does.
+            drop(st);
+            driver.wake_leader();
+            driver.wake_event_loop();
         }
-        drop(st);
-        driver.wake_leader();
     }
 
     /// Runs an upcall this thread took as a participant of this pool, noting that it does

@@ -130,8 +130,8 @@ impl Driver for OrbInner {
         self.upcalls.address(u);
     }
 
-    fn release_addressed(&self, chain: u64) {
-        self.upcalls.release_addressed(chain);
+    fn release_addressed(&self, chain: u64) -> bool {
+        self.upcalls.release_addressed(chain)
     }
 
     fn take_addressed(&self, chain: u64) -> Option<Upcall> {
