@@ -93,6 +93,16 @@ impl Data {
             .collect()
     }
 
+    /// `imp`'s `nest` µs per level ÷ the orb's `lat` p50, per run.
+    fn nest_per_lat(&self, imp: &str) -> Vec<f64> {
+        self.ratios(
+            (imp, "nest", "us_per_level"),
+            ("orb", "lat", "p50_us"),
+            "client",
+            "client",
+        )
+    }
+
     fn field(&self, run: u64, (imp, wl, f): (&str, &str, &str), side: &str) -> Option<f64> {
         let r = self.get(run, imp, wl)?;
         let obj = if side == "client" {
@@ -236,12 +246,7 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
         false,
     );
     {
-        let r = median(d.ratios(
-            ("orb", "nest", "us_per_level"),
-            ("orb", "lat", "p50_us"),
-            "client",
-            "client",
-        ));
+        let r = median(d.nest_per_lat("orb"));
         let all_ok = !nest_ok.is_empty() && nest_ok.iter().all(|&ok| ok);
         let v = if all_ok {
             verdict(r, 2.0, 1.5, true)
@@ -261,12 +266,7 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
             .series("orb-bidir", "nest", "client", "us_per_level")
             .is_empty()
         {
-            let r = median(d.ratios(
-                ("orb-bidir", "nest", "us_per_level"),
-                ("orb", "lat", "p50_us"),
-                "client",
-                "client",
-            ));
+            let r = median(d.nest_per_lat("orb-bidir"));
             println!(
                 "| nest as above, bidirectional GIOP (`--bidir`; µs/level; \"raw\" column: orb lat p50) | {} | {} | {} | (no target) | |",
                 fmt(d.med("orb-bidir", "nest", "client", "us_per_level")),
@@ -329,19 +329,8 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
         let v = d.ratios(("orb", wl, f), ("raw", wl, f), "client", "client");
         println!("- {name}: {}", list(v));
     }
-    let v = d.ratios(
-        ("orb", "nest", "us_per_level"),
-        ("orb", "lat", "p50_us"),
-        "client",
-        "client",
-    );
-    println!("- nest ÷ lat p50: {}", list(v));
-    let v = d.ratios(
-        ("orb-bidir", "nest", "us_per_level"),
-        ("orb", "lat", "p50_us"),
-        "client",
-        "client",
-    );
+    println!("- nest ÷ lat p50: {}", list(d.nest_per_lat("orb")));
+    let v = d.nest_per_lat("orb-bidir");
     if !v.is_empty() {
         println!("- nest, bidir ÷ lat p50: {}", list(v));
     }

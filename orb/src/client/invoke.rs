@@ -485,10 +485,12 @@ impl OrbInner {
         // Announced before the request can reach the peer; withdrawn unless the send
         // succeeds (the caller then joins the pool, which takes it off the list).
         let mut coming = coming.map(|p| {
-            self.lf.coming(p.clone());
+            let (id, chain) = (p.id, p.chain());
+            self.lf.coming(p);
             NotComing {
                 orb: self,
-                p,
+                id,
+                chain,
                 sent: false,
             }
         });
@@ -532,27 +534,7 @@ impl OrbInner {
             span,
         })
     }
-}
 
-/// Withdraws a caller's [`Lf::coming`](crate::lf::Lf::coming) when dropped: on a failed
-/// send, and on a panic between the announcement and the send's end (else a callback of
-/// its chain could be set aside for a thread that never comes). Not once the request is
-/// `sent`.
-struct NotComing<'a> {
-    orb: &'a OrbInner,
-    p: Arc<Participant>,
-    sent: bool,
-}
-
-impl Drop for NotComing<'_> {
-    fn drop(&mut self) {
-        if !self.sent {
-            self.orb.lf.not_coming(&self.p, self.orb);
-        }
-    }
-}
-
-impl OrbInner {
     /// Why a request could not be registered on `conn`, which closed since it was picked.
     #[cold]
     fn closed_before_sending(conn: &Connection) -> SystemException {
@@ -783,4 +765,24 @@ pub(crate) fn forward_target(body: &crate::giop::Body) -> Result<ObjectRef, Syst
     ObjectRef::decode(&mut r).map_err(|e| {
         SystemException::marshal(minor::BAD_REPLY, CompletionStatus::No, e.to_string())
     })
+}
+
+/// Withdraws a caller's [`Lf::coming`](crate::lf::Lf::coming) when dropped: on a failed
+/// send, and on a panic between the announcement and the send's end (else a callback of
+/// its chain could be set aside for a thread that never comes). Not once the request is
+/// `sent`. Holds the participant's id and chain, not the participant (no reference count
+/// moved per call).
+struct NotComing<'a> {
+    orb: &'a OrbInner,
+    id: u64,
+    chain: u64,
+    sent: bool,
+}
+
+impl Drop for NotComing<'_> {
+    fn drop(&mut self) {
+        if !self.sent {
+            self.orb.lf.not_coming(self.id, self.chain, self.orb);
+        }
+    }
 }

@@ -617,6 +617,34 @@ fn spawn_caller_of_chain_7(
     (p, caller_id, caller)
 }
 
+/// The end of a callback model: the caller done, the callback run exactly once (on the
+/// caller's thread if `on_caller`), the pool shut down, nothing left set aside.
+fn finish_callback_model(
+    lf: &Lf,
+    n: &Net,
+    pool: loom::thread::JoinHandle<()>,
+    caller: loom::thread::JoinHandle<()>,
+    caller_id: &Mutex<Option<loom::thread::ThreadId>>,
+    on_caller: bool,
+) {
+    caller.join().unwrap();
+    until_ran(n, 1);
+    assert_eq!(*lock(&n.ran.0), 1, "the callback ran twice");
+    if on_caller {
+        assert_eq!(
+            *lock(&n.ran_by),
+            *lock(caller_id),
+            "the callback of the caller's chain ran on the pool thread"
+        );
+    }
+    lf.shutdown(n);
+    pool.join().unwrap();
+    assert!(
+        lock(&n.addressed).is_empty(),
+        "a callback was left set aside"
+    );
+}
+
 /// `Lf::step_down_for`: a pool thread (with the standby place free) reads a callback of the
 /// call a bound caller waits in, and hands it and the role to the caller. The callback runs
 /// once, on the caller's thread if the caller waited as a follower when the callback
@@ -661,22 +689,7 @@ fn callback_model(together: bool) {
             until_ran(&n, 1);
             n.push(Some(p), 1);
         }
-        caller.join().unwrap();
-        until_ran(&n, 1);
-        assert_eq!(*lock(&n.ran.0), 1, "the callback ran twice");
-        if follower && !together {
-            assert_eq!(
-                *lock(&n.ran_by),
-                *lock(&caller_id),
-                "the callback of the caller's chain ran on the pool thread"
-            );
-        }
-        lf.shutdown(&*n);
-        pool.join().unwrap();
-        assert!(
-            lock(&n.addressed).is_empty(),
-            "a handed callback was left behind"
-        );
+        finish_callback_model(&lf, &n, pool, caller, &caller_id, follower && !together);
     });
 }
 
@@ -719,7 +732,7 @@ fn coming_model(how: Coming) {
             // The send: the peer calls back at once.
             n.push(None, 7);
             if how == Coming::Fails {
-                lf.not_coming(p, n);
+                lf.not_coming(p.id, p.chain(), n);
                 return;
             }
             assert_eq!(lf.run(p, None, n), Exit::Completed);
@@ -734,22 +747,7 @@ fn coming_model(how: Coming) {
             Coming::Answered => lf.complete(&p, Ok(Some(reply(1))), None, &*n),
             Coming::Fails => {}
         }
-        caller.join().unwrap();
-        until_ran(&n, 1);
-        assert_eq!(*lock(&n.ran.0), 1, "the callback ran twice");
-        if how == Coming::Joins {
-            assert_eq!(
-                *lock(&n.ran_by),
-                *lock(&caller_id),
-                "the callback of the caller's chain ran on the pool thread"
-            );
-        }
-        lf.shutdown(&*n);
-        pool.join().unwrap();
-        assert!(
-            lock(&n.addressed).is_empty(),
-            "a callback was left set aside"
-        );
+        finish_callback_model(&lf, &n, pool, caller, &caller_id, how == Coming::Joins);
         assert!(
             lock(&lf.state).coming.is_empty(),
             "the caller is still coming"

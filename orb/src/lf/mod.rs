@@ -925,17 +925,17 @@ impl Lf {
         lock(&self.state).coming.push(p);
     }
 
-    /// Undoes [`coming`](Self::coming) for a caller that will not join (its send failed):
-    /// a callback set aside for its chain goes to the pool threads, and the leader is woken
-    /// to see it.
-    pub(crate) fn not_coming<D: Driver>(&self, p: &Participant, driver: &D) {
+    /// Undoes [`coming`](Self::coming) for a caller (participant `id` of call chain
+    /// `chain`) that will not join (its send failed): a callback set aside for its chain
+    /// goes to the pool threads, and the leader is woken to see it.
+    pub(crate) fn not_coming<D: Driver>(&self, id: u64, chain: u64, driver: &D) {
         let mut st = lock(&self.state);
         let before = st.coming.len();
-        st.coming.retain(|c| c.id != p.id);
+        st.coming.retain(|c| c.id != id);
         if st.coming.len() == before {
             return;
         }
-        if p.chain() != 0 && driver.release_addressed(p.chain()) {
+        if chain != 0 && driver.release_addressed(chain) {
             // The leader (maybe asleep in its poll) takes it on its next turn; with the role
             // vacant, whoever leads next does.
             drop(st);
