@@ -322,10 +322,7 @@ fn decode_message(h: Header, msg: Bytes) -> Result<Frame, FrameError> {
         // The body takes the frame over (no slice of it made, no reference count moved).
         MsgType::Request => {
             let (header, body) = decode_request_parts(h.version, &msg, &mut r)?;
-            Message::Request(Box::new(Request {
-                header,
-                body: body.owned(msg),
-            }))
+            Message::Request(Request::boxed(header, body.owned(msg)))
         }
         MsgType::Reply => {
             let (header, body) = decode_reply_parts(h.version, &msg, &mut r)?;

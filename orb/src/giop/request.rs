@@ -239,6 +239,63 @@ pub struct Request {
     pub body: Body,
 }
 
+std::thread_local! {
+    /// This thread's spare allocation for a decoded request: the upcall that ran the last
+    /// request read on this thread gives its box back ([`Request::recycle`]), and the next
+    /// request read here is decoded into it ([`Request::boxed`]). A thread that reads
+    /// requests and runs them in turn (the leader of a `lat` server) then allocates nothing
+    /// per request for it. It holds no bytes of any frame.
+    static SPARE: std::cell::Cell<Option<Box<Request>>> = const { std::cell::Cell::new(None) };
+}
+
+impl Request {
+    /// The request, boxed in this thread's spare allocation if it has one, else in a new one.
+    pub(crate) fn boxed(header: RequestHeader, body: Body) -> Box<Request> {
+        let request = Request { header, body };
+        match SPARE.with(|s| s.take()) {
+            Some(mut spare) => {
+                *spare = request;
+                spare
+            }
+            None => Box::new(request),
+        }
+    }
+
+    /// Drops the request's fields now (slices of its frame) and keeps its allocation as this
+    /// thread's spare for the next [`boxed`](Self::boxed).
+    pub(crate) fn recycle(mut self: Box<Self>) {
+        *self = Request {
+            header: RequestHeader {
+                request_id: 0,
+                response_flags: 0,
+                target: TargetAddress::Key(Bytes::new()),
+                operation: ByteString::new(),
+                service_context: RequestContexts::default(),
+            },
+            body: Body {
+                bytes: Bytes::new(),
+                offset: 0,
+                order: ByteOrder::NATIVE,
+            },
+        };
+        SPARE.with(|s| s.set(Some(self)));
+    }
+
+    /// Takes the body out (for the servant), leaving an empty one, so that the box can still
+    /// be [recycled](Self::recycle) whole.
+    pub(crate) fn take_body(&mut self) -> Body {
+        let order = self.body.order;
+        std::mem::replace(
+            &mut self.body,
+            Body {
+                bytes: Bytes::new(),
+                offset: 0,
+                order,
+            },
+        )
+    }
+}
+
 /// [`decode_request_parts`] with the body sliced out of `msg` (tests).
 #[cfg(test)]
 pub(crate) fn decode_request(
@@ -948,5 +1005,34 @@ mod tests {
             decode(&buf).unwrap_err().kind(),
             &DecodeErrorKind::BadBoolean(2)
         );
+    }
+
+    /// A request decoded on a thread whose last request was recycled goes into the same
+    /// allocation (no allocation per request), holds its own fields, and the recycled one
+    /// keeps no reference to the frame it came from.
+    #[test]
+    fn a_recycled_request_box_takes_the_next_request_on_its_thread() {
+        let frame = Bytes::from(b"keycallparams".to_vec());
+        let mut first = Request::boxed(
+            header(TargetAddress::Key(frame.slice(0..3))),
+            Body {
+                bytes: frame.slice(7..),
+                offset: 24,
+                order: ByteOrder::Big,
+            },
+        );
+        let at = &*first as *const Request;
+        assert_eq!(&first.take_body().bytes[..], b"params");
+        first.recycle();
+        assert!(frame.is_unique(), "the spare still holds slices of the frame");
+        let mut h = header(TargetAddress::Key(Bytes::from_static(b"other")));
+        h.request_id = 8;
+        let second = Request::boxed(h.clone(), Body::empty(ByteOrder::Little));
+        assert_eq!(&*second as *const Request, at);
+        assert_eq!(second.header, h);
+        assert_eq!(second.body, Body::empty(ByteOrder::Little));
+        // The spare is taken: another request on this thread gets an allocation of its own.
+        let third = Request::boxed(h, Body::empty(ByteOrder::Little));
+        assert_ne!(&*third as *const Request, at);
     }
 }
