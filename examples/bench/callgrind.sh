@@ -19,6 +19,13 @@
 # instruction, but on the 2-vCPU Xeon of PROFILE.md one costs ~6 ns (a lock and its unlock
 # ~12 ns), as much as ~25 ordinary instructions. Only the benchmark binary's own code is
 # counted (the ORB, std, bytes, prost...), not libc's.
+# "Hot code" is the size of the code run on every call: the 64-byte lines (instruction cache
+# lines) holding an instruction that ran at least once per call, in any object of the process
+# (libc, omniORB's libraries). Between two calls the kernel's own code (system calls, TCP,
+# the scheduler) passes through the CPU's 32 KiB level-1 instruction cache, so what a call
+# runs is fetched again each time, and the lines it spans cost wherever the instructions do
+# not: two programs of equal instruction counts run at different speeds (PROFILE.md,
+# "2026-11-27, late night").
 set -euo pipefail
 
 where=0 omni=0 workload=lat client_args=""
@@ -77,10 +84,12 @@ import collections, re, subprocess, sys
 work, binary, where, omni = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4] == "1"
 atomic = {int(a, 16) for a in open(f"{work}/atomic-addrs").read().split()}
 CALLS = 22000 - 2200
+FULL_CALLS = 22000
 
 def parse(path):
-    """Total Ir and executed atomics per instruction address of the benchmark binary."""
-    total, atomics = 0, collections.Counter()
+    """Total Ir, executed atomics per instruction address of the benchmark binary, and Ir per
+    instruction address of the whole process (for the hot code's size)."""
+    total, atomics, irs = 0, collections.Counter(), collections.Counter()
     names, obj, addr, line, after_calls = {}, None, 0, 0, False
     def num(tok, prev):
         if tok == "*":
@@ -112,15 +121,22 @@ def parse(path):
         if after_calls:
             after_calls = False
             continue
+        irs[addr] += int(parts[2])
         if obj and obj.endswith("orb-bench") and addr in atomic:
             atomics[addr] += int(parts[2])
-    return total, atomics
+    return total, atomics, irs
+
+def hot_code(irs):
+    """The code run on every call: the 64-byte lines (an instruction cache line) holding an
+    instruction executed at least once per call of the full run, start-up included."""
+    lines = {a // 64 for a, n in irs.items() if n >= FULL_CALLS}
+    return f"hot code {len(lines)} lines of 64 B ({len(lines) * 64 / 1024:.1f} KiB)"
 
 for side in ("server", "client"):
-    (tq, aq), (tf, af) = parse(f"{work}/{side}-quick.out"), parse(f"{work}/{side}-full.out")
+    (tq, aq, _), (tf, af, irs) = parse(f"{work}/{side}-quick.out"), parse(f"{work}/{side}-full.out")
     per = {a: (af[a] - aq[a]) / CALLS for a in af}
     print(f"{side}: {(tf - tq) / CALLS:,.0f} instructions, "
-          f"{sum(per.values()):.1f} atomic read-modify-writes per call")
+          f"{sum(per.values()):.1f} atomic read-modify-writes per call; {hot_code(irs)}")
     if where:
         for addr, n in sorted(per.items(), key=lambda kv: -kv[1]):
             if n < 0.5:
@@ -135,6 +151,7 @@ if omni:
     # omniORB's own code is in shared libraries, which the atomics count above does not read;
     # the instructions are counted as for the ORB: the whole process, per call.
     for side in ("server", "client"):
-        (tq, _), (tf, _) = parse(f"{work}/{side}-omni-quick.out"), parse(f"{work}/{side}-omni-full.out")
-        print(f"omniORB {side}: {(tf - tq) / CALLS:,.0f} instructions per call")
+        (tq, _, _), (tf, _, irs) = (parse(f"{work}/{side}-omni-quick.out"),
+                                    parse(f"{work}/{side}-omni-full.out"))
+        print(f"omniORB {side}: {(tf - tq) / CALLS:,.0f} instructions per call; {hot_code(irs)}")
 EOF
