@@ -1024,7 +1024,10 @@ mod tests {
         let at = &*first as *const Request;
         assert_eq!(&first.take_body().bytes[..], b"params");
         first.recycle();
-        assert!(frame.is_unique(), "the spare still holds slices of the frame");
+        assert!(
+            frame.is_unique(),
+            "the spare still holds slices of the frame"
+        );
         let mut h = header(TargetAddress::Key(Bytes::from_static(b"other")));
         h.request_id = 8;
         let second = Request::boxed(h.clone(), Body::empty(ByteOrder::Little));
