@@ -21,11 +21,10 @@
 # counted (the ORB, std, bytes, prost...), not libc's.
 # "Hot code" is the size of the code run on every call: the 64-byte lines (instruction cache
 # lines) holding an instruction that ran at least once per call, in any object of the process
-# (libc, omniORB's libraries). Between two calls the kernel's own code (system calls, TCP,
-# the scheduler) passes through the CPU's 32 KiB level-1 instruction cache, so what a call
-# runs is fetched again each time, and the lines it spans cost wherever the instructions do
-# not: two programs of equal instruction counts run at different speeds (PROFILE.md,
-# "2026-11-27, late night").
+# (libc, omniORB's libraries). Code that does not fit the CPU's level-1 instruction cache
+# (32 KiB here, shared with the kernel's system calls, TCP and scheduler between two calls)
+# is fetched again, so two programs of equal instruction counts can run at different speeds
+# (PROFILE.md, "2026-11-27, late night").
 set -euo pipefail
 
 where=0 omni=0 workload=lat client_args=""
