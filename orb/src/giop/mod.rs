@@ -64,7 +64,6 @@ pub struct Body {
 
 impl Body {
     /// An empty body.
-    #[cfg(any(test, feature = "unstable-wire"))]
     pub fn empty(order: ByteOrder) -> Self {
         Body {
             bytes: Bytes::new(),

@@ -241,7 +241,7 @@ pub struct Request {
 
 std::thread_local! {
     /// This thread's spare allocation for a decoded request: the upcall that ran the last
-    /// request read on this thread gives its box back ([`Request::recycle`]), and the next
+    /// request read on this thread gives its box back ([`Request::into_body`]), and the next
     /// request read here is decoded into it ([`Request::boxed`]). A thread that reads
     /// requests and runs them in turn (the leader of a `lat` server) then allocates nothing
     /// per request for it. It holds no bytes of any frame.
@@ -261,38 +261,20 @@ impl Request {
         }
     }
 
-    /// Drops the request's fields now (slices of its frame) and keeps its allocation as this
-    /// thread's spare for the next [`boxed`](Self::boxed).
-    pub(crate) fn recycle(mut self: Box<Self>) {
-        *self = Request {
-            header: RequestHeader {
-                request_id: 0,
-                response_flags: 0,
-                target: TargetAddress::Key(Bytes::new()),
-                operation: ByteString::new(),
-                service_context: RequestContexts::default(),
-            },
-            body: Body {
-                bytes: Bytes::new(),
-                offset: 0,
-                order: ByteOrder::NATIVE,
-            },
+    /// The body (the servant's parameters). The box goes back as this thread's spare for the
+    /// next [`boxed`](Self::boxed), its header dropped now (slices of the frame).
+    pub(crate) fn into_body(mut self: Box<Self>) -> Body {
+        // Field by field, in place: replacing the whole request would copy it out first.
+        let body = std::mem::replace(&mut self.body, Body::empty(ByteOrder::NATIVE));
+        self.header = RequestHeader {
+            request_id: 0,
+            response_flags: 0,
+            target: TargetAddress::Key(Bytes::new()),
+            operation: ByteString::new(),
+            service_context: RequestContexts::default(),
         };
         SPARE.with(|s| s.set(Some(self)));
-    }
-
-    /// Takes the body out (for the servant), leaving an empty one, so that the box can still
-    /// be [recycled](Self::recycle) whole.
-    pub(crate) fn take_body(&mut self) -> Body {
-        let order = self.body.order;
-        std::mem::replace(
-            &mut self.body,
-            Body {
-                bytes: Bytes::new(),
-                offset: 0,
-                order,
-            },
-        )
+        body
     }
 }
 
@@ -1013,7 +995,7 @@ mod tests {
     #[test]
     fn a_recycled_request_box_takes_the_next_request_on_its_thread() {
         let frame = Bytes::from(b"keycallparams".to_vec());
-        let mut first = Request::boxed(
+        let first = Request::boxed(
             header(TargetAddress::Key(frame.slice(0..3))),
             Body {
                 bytes: frame.slice(7..),
@@ -1022,8 +1004,7 @@ mod tests {
             },
         );
         let at = &*first as *const Request;
-        assert_eq!(&first.take_body().bytes[..], b"params");
-        first.recycle();
+        assert_eq!(&first.into_body().bytes[..], b"params");
         assert!(
             frame.is_unique(),
             "the spare still holds slices of the frame"

@@ -68,7 +68,7 @@ impl OrbInner {
         let Upcall {
             conn,
             version,
-            mut request,
+            request,
             ctx,
             chain,
         } = u;
@@ -88,10 +88,9 @@ impl OrbInner {
         );
         let _enter = span.enter();
         let serving = Serving::enter(Some(conn), deadline, chain);
-        let params = request.take_body();
         // The next request read on this thread (a nested one, during the servant, or the
         // next after it) is decoded into the same allocation.
-        request.recycle();
+        let params = request.into_body();
         let body = self.run_servant(params, &ctx, serving.depth());
         // Closed to `defer` from here on: a clone of the context kept by the servant cannot
         // defer a request whose dispatch has returned.
