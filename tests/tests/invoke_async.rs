@@ -8,8 +8,11 @@
 //! step needs on a loaded machine (except the deadlines under test, against servers that
 //! never answer in time).
 
+mod hostile_common;
+
 use bytes::{Bytes, BytesMut};
 use futures::future::join_all;
+use hostile_common::octets_reply;
 use orb_tests::orbtest::*;
 use orb_tests::{activate_echo, activate_node, payload, within};
 use protorb::giop::{write_reply, Frame, GiopCodec, Message, ReplyHeader, ReplyStatus, Version};
@@ -253,19 +256,6 @@ fn wait_for_cancel(server: &Orb) {
     });
 }
 
-fn reply(id: u32, payload: &[u8]) -> BytesMut {
-    let mut out = BytesMut::new();
-    let header = ReplyHeader {
-        request_id: id,
-        status: ReplyStatus::NoException,
-        service_context: Default::default(),
-    };
-    write_reply(&mut out, Version::V1_2, &header, |w| {
-        w.write_octets(payload)
-    });
-    out
-}
-
 /// A future dropped before its reply: the peer gets CancelRequest for its id, and the reply
 /// that still comes is dropped and counted, never given to the next call. The server is
 /// scripted on a raw socket with the ORB's own codec.
@@ -297,8 +287,8 @@ fn dropped_future_sends_cancel_and_its_late_reply_is_dropped() {
             vec![ids[0]],
             "the dropped call is the one cancelled"
         );
-        s.write_all(&reply(ids[0], b"late")).unwrap();
-        s.write_all(&reply(ids[1], b"fresh")).unwrap();
+        s.write_all(&octets_reply(ids[0], b"late")).unwrap();
+        s.write_all(&octets_reply(ids[1], b"fresh")).unwrap();
         // Until the client is done.
         let _ = s.read(&mut chunk);
     });

@@ -1,25 +1,15 @@
 //! A reply that arrives after its caller timed out is dropped and counted, never delivered to
 //! another call. The server is scripted on a raw socket with the ORB's own codec (h2-style).
 
+mod hostile_common;
+
 use bytes::{Bytes, BytesMut};
-use protorb::giop::{write_reply, Frame, GiopCodec, Message, ReplyHeader, ReplyStatus, Version};
+use hostile_common::octets_reply;
+use protorb::giop::{Frame, GiopCodec, Message};
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::time::Duration;
 use tokio_util::codec::Decoder;
-
-fn reply(id: u32, payload: &[u8]) -> BytesMut {
-    let mut out = BytesMut::new();
-    let header = ReplyHeader {
-        request_id: id,
-        status: ReplyStatus::NoException,
-        service_context: Default::default(),
-    };
-    write_reply(&mut out, Version::V1_2, &header, |w| {
-        w.write_octets(payload)
-    });
-    out
-}
 
 #[test]
 fn late_reply_is_dropped_and_counted() {
@@ -48,8 +38,8 @@ fn late_reply_is_dropped_and_counted() {
                 std::thread::sleep(Duration::from_millis(300));
             }
         }
-        s.write_all(&reply(ids[0], b"late")).unwrap();
-        s.write_all(&reply(ids[1], b"fresh")).unwrap();
+        s.write_all(&octets_reply(ids[0], b"late")).unwrap();
+        s.write_all(&octets_reply(ids[1], b"fresh")).unwrap();
         std::thread::sleep(Duration::from_millis(200));
     });
 

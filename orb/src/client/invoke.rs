@@ -14,7 +14,7 @@ use crate::giop::{
     Version,
 };
 use crate::ior::{IiopProfile, ObjectRef};
-use crate::lf::{Exit, Participant, Waiter};
+use crate::lf::{Exit, OwnReply, Participant, Until, Waiter};
 use crate::orb::{Orb, OrbInner};
 use crate::stream::Stream;
 use crate::sync::std_lock as lock;
@@ -355,7 +355,20 @@ impl OrbInner {
         let (conn, request_id) = (&sent.conn, sent.request_id);
         let exit = {
             let _suspended = self.suspend_dispatch();
-            self.lf.run_from(&p, Some(deadline), sent.clock, self)
+            let until = match sent.clock {
+                Some(now) => Until { deadline, now },
+                None => Until::from_now(deadline),
+            };
+            // The caller reads its own reply if it can (an idle client); else it waits in
+            // the pool, which may make it leader.
+            match self.read_own_reply(&p, conn, request_id, until) {
+                OwnReply::Read(reply) => {
+                    drop(_suspended);
+                    Participant::recycle(p);
+                    return Ok(Some(reply));
+                }
+                OwnReply::Wait(clock) => self.lf.run_from(&p, Some(deadline), clock, self),
+            }
         };
         if exit != Exit::Completed && conn.mux.forget(request_id) {
             // Nobody will complete it now.

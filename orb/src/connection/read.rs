@@ -375,6 +375,9 @@ impl<S: Io> Connection<S> {
     /// [`ReadState::read_from`]. `Ok(false)` at the end of the stream. With `wait` (an owned
     /// read, after [`prepare_owned_read`](Self::prepare_owned_read)), the first `recv` waits
     /// for bytes, at most the socket's receive timeout; if none came, nothing was read.
+    // Inlined into the leader's `service`, which has two copies: called, it cost the
+    // server's loop instructions per request (callgrind.sh).
+    #[inline(always)]
     pub(crate) fn read_available(
         &self,
         rs: &mut ReadState,

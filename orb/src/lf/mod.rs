@@ -151,6 +151,16 @@ pub(crate) use participant::{Completion, Participant};
 pub(crate) use waiter::task_wakes;
 pub(crate) use waiter::{TaskSlot, Waiter};
 
+/// What a bound caller's read of its own connection did (`OrbInner::read_own_reply`,
+/// between its send and [`Lf::run_from`]).
+pub(crate) enum OwnReply {
+    /// Its reply, read by the caller itself, which no longer leads.
+    Read(crate::giop::Reply),
+    /// No reply yet: the caller waits in the pool ([`Lf::run_from`]), with this clock
+    /// reading if nothing was waited for since it was taken.
+    Wait(Option<Instant>),
+}
+
 /// Why `Lf::run` returned.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Exit {
@@ -718,41 +728,66 @@ impl Lf {
             if retick {
                 driver.wake_standby();
             }
-            match driver.lead(p, until) {
-                Lead::Idle => {
-                    if p.unbound {
-                        self.stand_aside(p, driver);
-                    }
+            let lead = driver.lead(p, until);
+            handed = self.follow(p, lead, driver);
+        }
+    }
+
+    /// What a participant does with its turn as leader ([`Driver::lead`]'s answer, or what
+    /// a caller that read a frame for itself found instead of its reply:
+    /// `OrbInner::read_own_reply`): runs the upcall it read, or hands it with the role to
+    /// the thread of the call chain it belongs to, or steps down for the pool thread that
+    /// takes a parked request. True if it handed an upcall over with the role (see
+    /// [`step_down_for`](Self::step_down_for)).
+    // Inlined into `run_from`, where it was written out before: called, it would move the
+    // whole upcall into its argument.
+    #[inline(always)]
+    pub(crate) fn follow<D: Driver>(
+        &self,
+        p: &Arc<Participant>,
+        lead: Lead<D::Upcall>,
+        driver: &D,
+    ) -> bool {
+        match lead {
+            Lead::Idle => {
+                if p.unbound {
+                    self.stand_aside(p, driver);
                 }
-                Lead::Upcall(u) => match self.step_down_for(p, &u, driver) {
-                    StepDown::RunHere => self.run_upcall(driver, u),
-                    StepDown::Hand(st, next) => {
-                        // Set aside before the promotion lock is released: the follower
-                        // made leader looks for it as soon as it runs.
-                        driver.address_upcall(u);
-                        drop(st);
-                        notify(Wake::Follower(next), driver);
-                        handed = true;
-                    }
-                    StepDown::SetAside(st) => {
-                        // For the caller of its chain, on its way to join (`coming`): it
-                        // takes the callback when it does. This thread leads on.
-                        driver.address_upcall(u);
-                        drop(st);
-                    }
-                },
-                Lead::StepDown => {
-                    // Only to a thread waiting to be promoted: one on its way back takes the
-                    // parked request itself.
-                    let mut st = lock(&self.state);
-                    let next = if st.leader == Some(p.id) && st.has_waiting_unbound() {
-                        self.promote_locked(&mut st, driver, false)
-                    } else {
-                        Wake::Nobody
-                    };
+                false
+            }
+            Lead::Upcall(u) => match self.step_down_for(p, &u, driver) {
+                StepDown::RunHere => {
+                    self.run_upcall(driver, u);
+                    false
+                }
+                StepDown::Hand(st, next) => {
+                    // Set aside before the promotion lock is released: the follower
+                    // made leader looks for it as soon as it runs.
+                    driver.address_upcall(u);
                     drop(st);
-                    notify(next, driver);
+                    notify(Wake::Follower(next), driver);
+                    true
                 }
+                StepDown::SetAside(st) => {
+                    // For the caller of its chain, on its way to join (`coming`): it
+                    // takes the callback when it does. This thread leads on.
+                    driver.address_upcall(u);
+                    drop(st);
+                    false
+                }
+            },
+            Lead::StepDown => {
+                // Only to a thread waiting to be promoted: one on its way back takes the
+                // parked request itself.
+                let mut st = lock(&self.state);
+                let next = if st.leader == Some(p.id) && st.has_waiting_unbound() {
+                    self.promote_locked(&mut st, driver, false)
+                } else {
+                    Wake::Nobody
+                };
+                drop(st);
+                notify(next, driver);
+                false
             }
         }
     }

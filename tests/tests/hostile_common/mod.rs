@@ -7,7 +7,8 @@ use bytes::{Bytes, BytesMut};
 use orb_tests::orbtest::{EchoClient, Payload};
 use orb_tests::{timed_echo, EchoFailure};
 use protorb::giop::{
-    write_locate_request, write_request, RequestHeader, ServiceContextList, TargetAddress, Version,
+    write_locate_request, write_reply, write_request, ReplyHeader, ReplyStatus, RequestHeader,
+    ServiceContextList, TargetAddress, Version,
 };
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -158,6 +159,21 @@ pub fn echo_request(id: u32, len: usize) -> Bytes {
     let mut buf = BytesMut::new();
     write_request(&mut buf, Version::V1_2, &header, |w| w.write_octets(&body));
     buf.freeze()
+}
+
+/// A GIOP 1.2 Reply (no exception) to request `id` whose body is `payload` as an octet
+/// sequence: what a scripted server answers.
+pub fn octets_reply(id: u32, payload: &[u8]) -> BytesMut {
+    let mut out = BytesMut::new();
+    let header = ReplyHeader {
+        request_id: id,
+        status: ReplyStatus::NoException,
+        service_context: Default::default(),
+    };
+    write_reply(&mut out, Version::V1_2, &header, |w| {
+        w.write_octets(payload)
+    });
+    out
 }
 
 /// Reads one GIOP message: (message type, whole message); `None` on EOF or timeout.
