@@ -7,6 +7,13 @@
 //   taskset -c 0 /tmp/pingpong server MODE PORT &
 //   taskset -c 0 /tmp/pingpong client MODE PORT 200000
 //
+// With WITH_WORK (python3 gen_work.py > work.h, then add -DWITH_WORK), both sides also run
+// WSTEPS instructions after every message they receive: distinct straight-line code, or with
+// WLOOP=1 a small loop (see gen_work.py), to tell what the size of the code a round trip
+// runs costs apart from its instruction count:
+//   WSTEPS=2400 taskset -c 0 /tmp/pingpong server send PORT &   (the same WSTEPS, WLOOP
+//   WSTEPS=2400 taskset -c 0 /tmp/pingpong client send PORT     for both sides)
+//
 // Modes: write (blocking read/write), send (blocking recv/send), sendreg (send, with the
 // socket also in an epoll set, edge-triggered for input, that nobody waits on: what being
 // registered costs a blocking reader), writev2 and sendmsg2 (the
@@ -30,6 +37,18 @@
 #ifdef WITH_URING
 #include <liburing.h>
 static struct io_uring ring;
+#endif
+
+#ifdef WITH_WORK
+#include "work.h"
+static int wsteps, wloop;
+static volatile uint64_t wsink;
+// The work after each message received (none unless WSTEPS is set).
+static void work(void) {
+    if (wsteps) wsink = wloop ? loop(wsink, wsteps) : bloat(wsink, wsteps);
+}
+#else
+static void work(void) {}
 #endif
 
 #define MSG 100
@@ -129,7 +148,9 @@ static int exchange(int fd, char *out, char *in, int send_first) {
     }
 #endif
     if (send_first && send_msg(fd, out)) return -1;
-    return recv_msg(fd, in);
+    int r = recv_msg(fd, in);
+    work();
+    return r;
 }
 
 static int cmp(const void *a, const void *b) {
@@ -143,6 +164,11 @@ int main(int argc, char **argv) {
         return 2;
     }
     mode = argv[2];
+#ifdef WITH_WORK
+    init_k();
+    if (getenv("WSTEPS")) wsteps = atoi(getenv("WSTEPS"));
+    wloop = getenv("WLOOP") != NULL;
+#endif
     char out[MSG], in[MSG];
     memset(out, 'x', MSG);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[3]))};
