@@ -125,3 +125,83 @@ fn a_caller_with_a_pool_thread_serves_what_precedes_its_reply() {
         calls_answered_around_a_callback_and_a_stray_reply(1)
     });
 }
+
+/// Accepts one connection and reads one request from it: the socket and the request's id.
+fn accept_one_request(listener: &TcpListener) -> (TcpStream, u32) {
+    let (mut s, _) = listener.accept().unwrap();
+    let mut codec = GiopCodec::default();
+    let mut buf = BytesMut::new();
+    let id = read_until(&mut s, &mut codec, &mut buf, |m| match m {
+        Message::Request(r) => Some(r.header.request_id),
+        _ => None,
+    });
+    (s, id)
+}
+
+fn lone_client() -> (protorb::Orb, TcpListener, protorb::ObjectProxy) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let client = protorb::Orb::builder()
+        .threads(0)
+        .no_listen()
+        .build()
+        .unwrap();
+    let target = protorb::ObjectRef::new("IDL:orbtest/Echo:1.0", "127.0.0.1", port, &b"k"[..]);
+    let proxy = protorb::ObjectProxy::new(&client, target);
+    (client, listener, proxy)
+}
+
+/// A peer that closes instead of replying: the caller reading its own connection gets
+/// COMM_FAILURE at once, not a hang and not a timeout.
+#[test]
+fn a_peer_that_closes_instead_of_replying_fails_the_call() {
+    within(60, || {
+        let (client, listener, proxy) = lone_client();
+        let peer = std::thread::spawn(move || drop(accept_one_request(&listener)));
+        let err = proxy
+            .invoke(
+                "Echo",
+                Bytes::from_static(b"mine"),
+                Some(Duration::from_secs(30)),
+            )
+            .unwrap_err();
+        assert_eq!(
+            err.kind(),
+            Some(protorb::SystemExceptionKind::COMM_FAILURE),
+            "{err}"
+        );
+        peer.join().unwrap();
+        client.shutdown();
+    });
+}
+
+/// A reply that trickles in (its header split, then its body in two pieces, with pauses):
+/// the caller's read gets part of a frame, the pool's loop the rest, and the caller its
+/// reply.
+#[test]
+fn a_reply_that_trickles_in_reaches_its_caller() {
+    within(60, || {
+        let (client, listener, proxy) = lone_client();
+        let peer = std::thread::spawn(move || {
+            let (mut s, id) = accept_one_request(&listener);
+            let frame = octets_reply(id, &[5u8; 300]);
+            for piece in [&frame[..7], &frame[7..40], &frame[40..]] {
+                std::thread::sleep(Duration::from_millis(30));
+                s.write_all(piece).unwrap();
+            }
+            // Held open until the client is done with it.
+            let mut rest = Vec::new();
+            let _ = s.read_to_end(&mut rest);
+        });
+        let out = proxy
+            .invoke(
+                "Echo",
+                Bytes::from_static(b"mine"),
+                Some(Duration::from_secs(30)),
+            )
+            .unwrap();
+        assert_eq!(&out[..], &[5u8; 300][..]);
+        client.shutdown();
+        peer.join().unwrap();
+    });
+}
