@@ -74,25 +74,11 @@ fn scripted_peer(listener: TcpListener, calls: u32) -> Vec<ReplyStatus> {
 }
 
 fn calls_answered_around_a_callback_and_a_stray_reply(threads: usize) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
+    let (client, listener, proxy) = client_without_listener(threads);
     let calls = 20;
     let peer = std::thread::spawn(move || scripted_peer(listener, calls));
-    let client = protorb::Orb::builder()
-        .threads(threads)
-        .no_listen()
-        .build()
-        .unwrap();
-    let target = protorb::ObjectRef::new("IDL:orbtest/Echo:1.0", "127.0.0.1", port, &b"k"[..]);
-    let proxy = protorb::ObjectProxy::new(&client, target);
     for call in 0..calls {
-        let out = proxy
-            .invoke(
-                "Echo",
-                Bytes::from_static(b"mine"),
-                Some(Duration::from_secs(30)),
-            )
-            .unwrap_or_else(|e| panic!("call {call}: {e}"));
+        let out = call_mine(&proxy).unwrap_or_else(|e| panic!("call {call}: {e}"));
         assert_eq!(
             &out[..],
             format!("yours {call}").as_bytes(),
@@ -138,11 +124,13 @@ fn accept_one_request(listener: &TcpListener) -> (TcpStream, u32) {
     (s, id)
 }
 
-fn lone_client() -> (protorb::Orb, TcpListener, protorb::ObjectProxy) {
+/// A client ORB that does not listen, with `threads` pool threads, and a proxy for an object
+/// at the returned listener (the scripted peer's).
+fn client_without_listener(threads: usize) -> (protorb::Orb, TcpListener, protorb::ObjectProxy) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let client = protorb::Orb::builder()
-        .threads(0)
+        .threads(threads)
         .no_listen()
         .build()
         .unwrap();
@@ -151,20 +139,23 @@ fn lone_client() -> (protorb::Orb, TcpListener, protorb::ObjectProxy) {
     (client, listener, proxy)
 }
 
+/// One call of `Echo` with the payload `mine`.
+fn call_mine(proxy: &protorb::ObjectProxy) -> Result<Bytes, protorb::Exception> {
+    proxy.invoke(
+        "Echo",
+        Bytes::from_static(b"mine"),
+        Some(Duration::from_secs(30)),
+    )
+}
+
 /// A peer that closes instead of replying: the caller reading its own connection gets
 /// COMM_FAILURE at once, not a hang and not a timeout.
 #[test]
 fn a_peer_that_closes_instead_of_replying_fails_the_call() {
     within(60, || {
-        let (client, listener, proxy) = lone_client();
+        let (client, listener, proxy) = client_without_listener(0);
         let peer = std::thread::spawn(move || drop(accept_one_request(&listener)));
-        let err = proxy
-            .invoke(
-                "Echo",
-                Bytes::from_static(b"mine"),
-                Some(Duration::from_secs(30)),
-            )
-            .unwrap_err();
+        let err = call_mine(&proxy).unwrap_err();
         assert_eq!(
             err.kind(),
             Some(protorb::SystemExceptionKind::COMM_FAILURE),
@@ -181,7 +172,7 @@ fn a_peer_that_closes_instead_of_replying_fails_the_call() {
 #[test]
 fn a_reply_that_trickles_in_reaches_its_caller() {
     within(60, || {
-        let (client, listener, proxy) = lone_client();
+        let (client, listener, proxy) = client_without_listener(0);
         let peer = std::thread::spawn(move || {
             let (mut s, id) = accept_one_request(&listener);
             let frame = octets_reply(id, &[5u8; 300]);
@@ -193,13 +184,7 @@ fn a_reply_that_trickles_in_reaches_its_caller() {
             let mut rest = Vec::new();
             let _ = s.read_to_end(&mut rest);
         });
-        let out = proxy
-            .invoke(
-                "Echo",
-                Bytes::from_static(b"mine"),
-                Some(Duration::from_secs(30)),
-            )
-            .unwrap();
+        let out = call_mine(&proxy).unwrap();
         assert_eq!(&out[..], &[5u8; 300][..]);
         client.shutdown();
         peer.join().unwrap();

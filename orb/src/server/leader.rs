@@ -434,21 +434,18 @@ impl OrbInner {
         let request = matches!(frame.message, Message::Request(_));
         self.hold_for_batch(conn, buffered, request);
         let lead = match frame.message {
-            Message::Reply(r) if r.header.request_id == request_id => {
-                if conn.mux.route(request_id).is_some() {
-                    add_as_leader(&self.stats.replies_received, 1);
-                    self.release_writes(&mut held);
-                    // Nothing can be addressed to this caller's chain (`Lf::step_down_for`):
-                    // it was neither a follower nor `coming`.
-                    self.lf.leave(p, self, false);
-                    return OwnReply::Read(r);
-                }
-                // Its entry is gone (the connection failed meanwhile and completed it).
-                let frame = Frame {
-                    version: frame.version,
-                    message: Message::Reply(r),
-                };
-                self.handle_frame(conn.clone(), frame, p)
+            // Taken out of the pending table here, as `handle_frame` would route it (if its
+            // entry is gone, the connection failed meanwhile and completed it: then the
+            // reply is a late one, which `handle_frame` drops and counts).
+            Message::Reply(r)
+                if r.header.request_id == request_id && conn.mux.route(request_id).is_some() =>
+            {
+                add_as_leader(&self.stats.replies_received, 1);
+                self.release_writes(&mut held);
+                // Nothing can be addressed to this caller's chain (`Lf::step_down_for`): it
+                // was neither a follower nor `coming`.
+                self.lf.leave(p, self, false);
+                return OwnReply::Read(r);
             }
             _ => self.handle_frame(conn.clone(), frame, p),
         };
