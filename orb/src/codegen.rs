@@ -7,6 +7,7 @@ pub use crate::exception::{
 pub use crate::ior::ObjectRef;
 pub use crate::metadata::Metadata;
 pub use crate::orb::Orb;
+pub use crate::result_slot::ResultSlot;
 pub use crate::servant::{Context, Servant};
 pub use bytes::Bytes;
 pub use prost;

@@ -179,6 +179,7 @@ mod metadata;
 mod orb;
 mod outbuf;
 mod reactor;
+mod result_slot;
 mod servant;
 mod server;
 mod shutdown;
@@ -208,6 +209,7 @@ pub use ior::{
     TAG_SSL_SEC_TRANS,
 };
 pub use metadata::Metadata;
+pub use result_slot::ResultSlot;
 /// The rustls version the TLS types ([`TlsConfig::identity`], [`TlsConfig::roots`]) come from.
 pub use rustls;
 pub use servant::{

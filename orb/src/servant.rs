@@ -9,6 +9,7 @@ pub use deferred::{ReplyHandle, TypedReplyHandle};
 use crate::exception::{Exception, SystemException};
 use crate::identity::PeerIdentity;
 use crate::metadata::Metadata;
+use crate::result_slot::ResultSlot;
 use crate::sync::std_lock as lock;
 use bytes::Bytes;
 use bytestring::ByteString;
@@ -41,6 +42,23 @@ pub trait Servant: Send + Sync + 'static {
     /// a panic after the deferral (logged; the handle, dropped in the unwinding or not,
     /// still answers).
     fn dispatch(&self, operation: &str, body: Bytes, ctx: &Context) -> Result<Bytes, Exception>;
+
+    /// [`dispatch`](Self::dispatch) with the result put into `result` instead of returned:
+    /// the ORB calls this for every request, and for one from the network its `result`
+    /// encodes a small protobuf result ([`ResultSlot::message`]) straight into the reply
+    /// frame, where `dispatch`'s bytes would be copied there. Generated skeletons implement both (their
+    /// `dispatch` calls this); the default calls `dispatch`, so a servant written by hand,
+    /// or one that wraps another servant's `dispatch`, needs only that.
+    fn dispatch_into(
+        &self,
+        operation: &str,
+        body: Bytes,
+        ctx: &Context,
+        result: &mut ResultSlot,
+    ) -> Result<(), Exception> {
+        result.set_bytes(self.dispatch(operation, body, ctx)?);
+        Ok(())
+    }
 }
 
 /// The repository id every object implements.

@@ -356,6 +356,25 @@ impl OrbInner {
         }
     }
 
+    /// [`send_encoded`](Self::send_encoded) for a frame encoded already, in `frame` (an
+    /// upcall's reply with its result encoded in place, `result_slot.rs`): written from
+    /// there if nobody is writing `conn`, else split off as `Bytes` and queued. What is left
+    /// in `frame` afterwards is spare room.
+    pub(crate) fn send_from(
+        &self,
+        conn: &Arc<Connection>,
+        frame: &mut BytesMut,
+        queued: bool,
+        deadline: impl FnOnce() -> Instant,
+    ) -> Result<(), SystemException> {
+        self.make_room(conn, queued, deadline)?;
+        match conn.send_borrowed(frame, &self.stats, &self.reactor) {
+            Ok(true) => Ok(()),
+            Ok(false) => self.send_now(conn, [frame.split().freeze(), Bytes::new()]),
+            Err(e) => Err(self.write_failed(conn, e)),
+        }
+    }
+
     /// Before a sender that is not the leader adds a frame to `conn`: a frame is accepted
     /// while the outgoing queue is under its bound (a soft bound: one frame may take it
     /// over); over it, this thread first waits (as a bound Leader/Followers participant, so

@@ -1,7 +1,8 @@
 //! The skeleton: `{Service}Skeleton<T>` implements `::protorb::codegen::Servant` by matching the
 //! operation name (the proto method name as written), decoding the request, calling the servant
-//! trait and encoding the result. Unknown operations are BAD_OPERATION; undecodable requests
-//! MARSHAL (from `decode_request`).
+//! trait and encoding the result into the `ResultSlot` the ORB gives (`dispatch_into`: into the
+//! reply frame itself; `dispatch` returns it as bytes). Unknown operations are BAD_OPERATION;
+//! undecodable requests MARSHAL (from `decode_request`).
 
 use super::{deprecated_attr, doc_line, method_ident, Names};
 use proc_macro2::TokenStream;
@@ -20,7 +21,8 @@ pub(super) fn skeleton(service: &Service, names: &Names) -> TokenStream {
         quote!(#[doc = ""]),
         doc_line(
             "Activate it in an ORB (`Arc<dyn Servant>` from [`into_servant`](Self::into_servant)); \
-             the ORB calls `dispatch` for each request.",
+             the ORB calls `dispatch_into` for each request (for one from the network, the result \
+             is encoded straight into the reply frame).",
         ),
     ];
     let id_doc = doc_line(&format!(
@@ -30,6 +32,16 @@ pub(super) fn skeleton(service: &Service, names: &Names) -> TokenStream {
         (quote!(_body), quote!(_ctx))
     } else {
         (quote!(body), quote!(ctx))
+    };
+    // Unused when every operation returns nothing (`()`, oneway).
+    let result = if service
+        .methods
+        .iter()
+        .all(|m| m.oneway || m.output.rust_path == "()")
+    {
+        quote!(_result)
+    } else {
+        quote!(result)
     };
     let arms = service
         .methods
@@ -70,9 +82,21 @@ pub(super) fn skeleton(service: &Service, names: &Names) -> TokenStream {
             fn dispatch(
                 &self,
                 operation: &str,
+                body: ::protorb::codegen::Bytes,
+                ctx: &::protorb::codegen::Context,
+            ) -> ::core::result::Result<::protorb::codegen::Bytes, ::protorb::codegen::Exception> {
+                let mut result = ::protorb::codegen::ResultSlot::for_bytes();
+                self.dispatch_into(operation, body, ctx, &mut result)?;
+                ::core::result::Result::Ok(result.into_bytes())
+            }
+
+            fn dispatch_into(
+                &self,
+                operation: &str,
                 #body: ::protorb::codegen::Bytes,
                 #ctx: &::protorb::codegen::Context,
-            ) -> ::core::result::Result<::protorb::codegen::Bytes, ::protorb::codegen::Exception> {
+                #result: &mut ::protorb::codegen::ResultSlot,
+            ) -> ::core::result::Result<(), ::protorb::codegen::Exception> {
                 match operation {
                     #(#arms)*
                     _ => ::core::result::Result::Err(::protorb::codegen::Exception::System(
@@ -108,15 +132,18 @@ fn dispatch_arm(
         )
     };
     let call = quote!(<T as #trait_name>::#name(&self.0, #ctx, #arg)?);
+    // The result goes into the slot the ORB gave (into the reply frame itself: see
+    // `ResultSlot`); nothing for an operation without one.
     let reply = if method.oneway || method.output.rust_path == "()" {
         quote! {
             #call;
-            ::core::result::Result::Ok(::protorb::codegen::Bytes::new())
+            ::core::result::Result::Ok(())
         }
     } else {
         quote! {
             let resp = #call;
-            ::core::result::Result::Ok(::protorb::codegen::encode(&resp))
+            result.message(&resp);
+            ::core::result::Result::Ok(())
         }
     };
     quote! {

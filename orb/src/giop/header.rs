@@ -123,6 +123,12 @@ impl Header {
 
     /// Appends the 12 header bytes to `dst`.
     pub fn encode(&self, dst: &mut BytesMut) {
+        // One append, not six (each is a capacity check and a copy).
+        dst.put_slice(&self.to_bytes());
+    }
+
+    /// The header's 12 bytes.
+    pub(crate) fn to_bytes(self) -> [u8; HEADER_LEN] {
         let mut flags = self.order.flag();
         if self.more_fragments {
             flags |= 2;
@@ -138,8 +144,7 @@ impl Header {
         h[6] = flags;
         h[7] = self.msg_type.to_u8();
         h[8..].copy_from_slice(&size);
-        // One append, not six (each is a capacity check and a copy).
-        dst.put_slice(&h);
+        h
     }
 
     /// Rewrites the size field of a header already written at `dst[at..at + 12]`.

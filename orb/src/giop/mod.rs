@@ -34,6 +34,7 @@ pub use locate::{
 #[cfg(any(test, feature = "unstable-wire"))]
 pub use reply::decode_system_exception;
 pub(crate) use reply::unsupported_status;
+pub(crate) use reply::write_plain_reply_head;
 pub use reply::{encode_system_exception, write_reply, Reply, ReplyHeader, ReplyStatus};
 #[cfg(any(test, feature = "unstable-wire"))]
 pub use request::{write_request, RequestHeader};

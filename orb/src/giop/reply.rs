@@ -308,6 +308,36 @@ fn fixed_head(order: ByteOrder, request_id: u32, status: ReplyStatus) -> [u8; 12
     b
 }
 
+/// Length of the head of a NO_EXCEPTION reply without service contexts: the GIOP header and
+/// the reply header, 24 bytes in every GIOP version (1.2: request id, status, context count;
+/// 1.0 and 1.1: context count, request id, status) and 8-aligned, so that a 1.2 body follows
+/// it without padding, as it does in 1.0 and 1.1.
+pub(crate) const PLAIN_REPLY_HEAD: usize = 24;
+
+/// Writes the head of a NO_EXCEPTION reply to `request_id`, without service contexts, into
+/// `frame[..PLAIN_REPLY_HEAD]`, in native byte order, for the body that follows it in
+/// `frame` (non-empty, as an octet sequence always is): the frame [`write_reply`] writes for
+/// that reply and body (the server's results encoded in place, `result_slot.rs`).
+pub(crate) fn write_plain_reply_head(frame: &mut [u8], version: Version, request_id: u32) {
+    let order = ByteOrder::NATIVE;
+    let size = frame.len().saturating_sub(super::HEADER_LEN);
+    let header = super::Header {
+        version,
+        order,
+        more_fragments: false,
+        msg_type: MsgType::Reply,
+        size: u32::try_from(size).unwrap_or(u32::MAX),
+    };
+    let mut head = [0u8; PLAIN_REPLY_HEAD];
+    head[..12].copy_from_slice(&header.to_bytes());
+    // The context count and the status (NO_EXCEPTION) are 0 in both layouts.
+    let id_at = if version.minor >= 2 { 12 } else { 16 };
+    head[id_at..id_at + 4].copy_from_slice(&order.u32_bytes(request_id));
+    if let Some(h) = frame.get_mut(..PLAIN_REPLY_HEAD) {
+        h.copy_from_slice(&head);
+    }
+}
+
 /// Writes a SystemExceptionReplyBody: repository id, minor, completion status.
 pub fn encode_system_exception(e: &SystemException, w: &mut CdrWriter<'_>) {
     w.write_string(e.kind.repository_id());
@@ -351,6 +381,28 @@ fn unknown_exception(detail: String) -> SystemException {
 
 #[cfg(test)]
 mod tests {
+    /// A head written in front of a body encoded in place makes the frame `write_reply`
+    /// writes for that reply, in every GIOP version.
+    #[test]
+    fn a_plain_reply_head_makes_the_frame_write_reply_writes() {
+        use crate::version::Version as V;
+        let body = b"protobuf bytes, 29 of them...";
+        for version in [V::V1_0, V::V1_1, V::V1_2] {
+            let header = ReplyHeader {
+                request_id: 0x0102_0304,
+                status: ReplyStatus::NoException,
+                service_context: ServiceContextList::default(),
+            };
+            let mut want = BytesMut::new();
+            write_reply(&mut want, version, &header, |w| w.write_octets(body));
+            let mut frame = vec![0xAA; PLAIN_REPLY_HEAD];
+            frame.extend_from_slice(&ByteOrder::NATIVE.u32_bytes(body.len() as u32));
+            frame.extend_from_slice(body);
+            write_plain_reply_head(&mut frame, version, 0x0102_0304);
+            assert_eq!(frame, &want[..], "GIOP {version:?}");
+        }
+    }
+
     use super::*;
     use crate::giop::{Header, ServiceContext, HEADER_LEN};
 

@@ -30,6 +30,7 @@ use crate::giop::{encode_system_exception, Body, Reply, ReplyHeader, ReplyStatus
 use crate::lf::{Exit, Participant, TaskSlot};
 use crate::metadata::Metadata;
 use crate::orb::OrbInner;
+use crate::result_slot::ResultSlot;
 use crate::servant::{Context, Discard, ReplySink};
 use crate::server::dispatch::ReplyBody;
 use crate::upcall::{Collocated, LocalAnswer, LocalCaller, LocalDeferred, Serving};
@@ -82,7 +83,7 @@ impl Collocated for OrbInner {
             &self.me_any,
         );
         let serving = Serving::enter(None, ctx_deadline, None);
-        let reply = self.run_servant(body, &ctx, serving.depth());
+        let reply = self.run_servant(body, &ctx, serving.depth(), &mut ResultSlot::for_bytes());
         let deferral = ctx.close_deferral();
         drop(serving);
         if let Some(d) = deferral {

@@ -7,12 +7,13 @@ use crate::exception::{
     minor, CompletionStatus, Exception, SystemException, SystemExceptionKind, UserException,
 };
 use crate::giop::{
-    encode_system_exception, write_reply, Body, ErrorText, ReplyHeader, ReplyStatus,
-    ServiceContextList, Version,
+    encode_system_exception, write_plain_reply_head, write_reply, Body, ErrorText, ReplyHeader,
+    ReplyStatus, ServiceContextList, Version,
 };
 use crate::metadata::Metadata;
 use crate::orb::OrbInner;
 use crate::outbuf;
+use crate::result_slot::{InFrame, ResultSlot, BODY_AT};
 use crate::servant::{Context, Discard, ReplySink};
 use crate::transport::{frame_parts, SPLIT_BODY_AT};
 use crate::upcall::{Serving, Upcall};
@@ -91,7 +92,13 @@ impl OrbInner {
         // The next request read on this thread (a nested one, during the servant, or the
         // next after it) is decoded into the same allocation.
         let params = request.into_body();
-        let body = self.run_servant(params, &ctx, serving.depth());
+        // A two-way request's result is encoded into its reply frame, if it can be.
+        let mut result = if twoway {
+            ResultSlot::framed()
+        } else {
+            ResultSlot::for_bytes()
+        };
+        let body = self.run_servant(params, &ctx, serving.depth(), &mut result);
         // Closed to `defer` from here on: a clone of the context kept by the servant cannot
         // defer a request whose dispatch has returned.
         let deferral = ctx.close_deferral();
@@ -126,7 +133,19 @@ impl OrbInner {
                 tracing::debug!("reply dropped: request was cancelled");
             } else {
                 let md = ctx.take_reply_metadata();
-                self.send_reply(&conn, version, request_id, body, md.as_deref());
+                let md = md.as_deref().filter(|md| !md.is_empty());
+                match (result.take_frame(), body) {
+                    // The common reply: its head goes in front of the result.
+                    (Some(frame), ReplyBody::Octets(_)) if md.is_none() => {
+                        self.send_in_frame(&conn, version, request_id, frame)
+                    }
+                    // With contexts: the general way, the result taken out of its frame.
+                    (Some(frame), ReplyBody::Octets(_)) => {
+                        let body = ReplyBody::Octets(frame.body());
+                        self.send_reply(&conn, version, request_id, body, md)
+                    }
+                    (_, body) => self.send_reply(&conn, version, request_id, body, md),
+                }
             }
             // Owed until sent: a shutdown that found it gone would send CloseConnection
             // ahead of the reply, and the caller would run the request again.
@@ -144,15 +163,30 @@ impl OrbInner {
     /// stack): the cancellation and stack checks, the dispatch, a panic turned into UNKNOWN.
     /// Shared by upcalls from the network and collocated calls. Server interceptors, if any,
     /// run around it (`server/intercept.rs`).
-    pub(crate) fn run_servant(&self, body: Body, ctx: &Context, depth: usize) -> ReplyBody {
+    ///
+    /// A result the servant puts into a framed `result` ([`ResultSlot::framed`]) stays there,
+    /// and the reply says `Octets` with no bytes; the caller takes the frame.
+    pub(crate) fn run_servant(
+        &self,
+        body: Body,
+        ctx: &Context,
+        depth: usize,
+        result: &mut ResultSlot,
+    ) -> ReplyBody {
         if !self.config.interceptors.server.is_empty() {
-            return self.run_intercepted(body, ctx, depth);
+            return self.run_intercepted(body, ctx, depth, result);
         }
-        self.run_guarded(body, ctx, depth)
+        self.run_guarded(body, ctx, depth, result)
     }
 
     /// [`run_servant`](Self::run_servant) without the interceptors.
-    pub(super) fn run_guarded(&self, body: Body, ctx: &Context, depth: usize) -> ReplyBody {
+    pub(super) fn run_guarded(
+        &self,
+        body: Body,
+        ctx: &Context,
+        depth: usize,
+        result: &mut ResultSlot,
+    ) -> ReplyBody {
         catch_unwind(AssertUnwindSafe(|| {
             if ctx.is_cancelled() {
                 // Cancelled while it waited for a thread: the caller has given up.
@@ -167,7 +201,7 @@ impl OrbInner {
                     return ReplyBody::System(crate::orb::Orb::stack_error(left));
                 }
             }
-            self.dispatch(body, ctx.object_key(), ctx)
+            self.dispatch(body, ctx.object_key(), ctx, result)
         }))
         .unwrap_or_else(|panic| {
             let what = panic
@@ -231,7 +265,13 @@ impl OrbInner {
             .finished(|| self.shutting_down.load(Ordering::Acquire));
     }
 
-    fn dispatch(&self, body: Body, key: &Bytes, ctx: &Context) -> ReplyBody {
+    fn dispatch(
+        &self,
+        body: Body,
+        key: &Bytes,
+        ctx: &Context,
+        result: &mut ResultSlot,
+    ) -> ReplyBody {
         let op = ctx.operation();
         let Some(servant) = self.adapter.get(key) else {
             return ReplyBody::System(SystemException::object_not_exist(format!(
@@ -257,7 +297,10 @@ impl OrbInner {
             ),
             _ => match body.into_octets() {
                 Err(e) => marshal(e),
-                Ok(params) => ReplyBody::from_result(servant.dispatch(op, params, ctx)),
+                Ok(params) => match servant.dispatch_into(op, params, ctx, result) {
+                    Ok(()) => ReplyBody::Octets(result.take_bytes()),
+                    Err(e) => ReplyBody::from_result(Err(e)),
+                },
             },
         }
     }
@@ -289,6 +332,34 @@ impl OrbInner {
                 deadline,
             ),
         };
+        self.reply_sent(conn, sent);
+    }
+
+    /// [`send_reply`](Self::send_reply) for a NO_EXCEPTION reply without contexts whose
+    /// result is encoded in `frame` already: its head is written in front, and the frame is
+    /// sent from where it lies (`result_slot.rs`).
+    fn send_in_frame(
+        &self,
+        conn: &Arc<Connection>,
+        version: Version,
+        request_id: u32,
+        mut frame: InFrame,
+    ) {
+        if frame.frame().len() - BODY_AT > self.config.max_message_size {
+            // MARSHAL, as `reply_plan` says it.
+            let body = ReplyBody::Octets(frame.body());
+            return self.send_reply(conn, version, request_id, body, None);
+        }
+        write_plain_reply_head(frame.frame(), version, request_id);
+        let timeout = self.config.call_timeout;
+        let queued = !self.config.reply_batch_hold.is_zero();
+        let sent = self.send_from(conn, frame.frame(), queued, || Instant::now() + timeout);
+        self.reply_sent(conn, sent);
+    }
+
+    /// After a reply's send: a peer that has not read its replies for `call_timeout` loses
+    /// its connection (other failures closed it already).
+    fn reply_sent(&self, conn: &Arc<Connection>, sent: Result<(), SystemException>) {
         if let Err(e) = sent {
             if e.kind == SystemExceptionKind::TIMEOUT {
                 // The peer does not read its replies: give up on it.

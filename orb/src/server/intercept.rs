@@ -4,6 +4,7 @@
 use crate::giop::Body;
 use crate::interceptor::{hook_panicked, Outcome};
 use crate::orb::OrbInner;
+use crate::result_slot::ResultSlot;
 use crate::servant::Context;
 use crate::server::dispatch::ReplyBody;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -14,7 +15,13 @@ impl OrbInner {
     /// is the request's UNKNOWN; the other hooks still run (a before hook's panic counts as a
     /// refusal), so that hooks pairing state (a thread-local pushed before, popped after)
     /// stay paired.
-    pub(super) fn run_intercepted(&self, body: Body, ctx: &Context, depth: usize) -> ReplyBody {
+    pub(super) fn run_intercepted(
+        &self,
+        body: Body,
+        ctx: &Context,
+        depth: usize,
+        result: &mut ResultSlot,
+    ) -> ReplyBody {
         let chain = &self.config.interceptors.server;
         let mut ran = 0;
         let mut refused = None;
@@ -36,7 +43,7 @@ impl OrbInner {
         }
         let reply = match refused {
             Some(e) => ReplyBody::System(e),
-            None => self.run_guarded(body, ctx, depth),
+            None => self.run_guarded(body, ctx, depth, result),
         };
         let outcome = match &reply {
             _ if ctx.is_deferred() => Outcome::Deferred,
