@@ -238,6 +238,14 @@ fn nest_runs_with_a_threadless_caller_and_raw_says_not_applicable() {
         let v = run(&["nest", "--depth", "200", "--threads", threads]);
         assert_eq!(v["ok"], true, "{v}");
         has(&v, &["depth", "threads", "secs", "us_per_level"]);
+        // The median of five timed chains lies between their fastest and slowest.
+        assert_eq!(v["chains"], 5, "{v}");
+        let (min, med, max) = (
+            v["min_us_per_level"].as_f64().unwrap(),
+            v["us_per_level"].as_f64().unwrap(),
+            v["max_us_per_level"].as_f64().unwrap(),
+        );
+        assert!(min <= med && med <= max, "{v}");
     }
     let raw = run(&["nest", "--impl", "raw", "--depth", "10"]);
     assert_eq!(raw["ok"], false);
