@@ -3,7 +3,8 @@
 //! writer writes, in GIOP 1.0, 1.1 and 1.2, for small and large results, with requests
 //! pipelined so that replies also queue behind each other; and replies that cannot use the
 //! frame (reply metadata, a user exception, a deferred answer) are right when they alternate
-//! with ones that do on the same server threads. No assertion depends on timing.
+//! with ones that do on the same server threads; a result over the server's maximum message
+//! size is refused as before. No assertion depends on timing.
 
 use bytes::{Bytes, BytesMut};
 use orb_tests::activate_echo;
@@ -123,6 +124,13 @@ struct Varied;
 
 impl Echo for Varied {
     fn echo(&self, ctx: &Context, req: Payload) -> Result<Payload, Exception> {
+        if req.thread == 99 {
+            // A result of `call` bytes, whatever was sent.
+            return Ok(Payload {
+                data: vec![9; req.call as usize],
+                ..req
+            });
+        }
         if req.call % 3 == 0 {
             ctx.reply_metadata_mut()
                 .insert_str("call", format!("{}-{}", req.thread, req.call));
@@ -231,6 +239,39 @@ fn framed_and_general_replies_interleave_correctly() {
         .collect();
     want.sort();
     assert_eq!(seen, want);
+    client.shutdown();
+    server.shutdown();
+}
+
+/// A result that fits the in-frame limit (8 KiB) but not the server's maximum message size
+/// is refused as the general way refuses it: MARSHAL (MESSAGE_TOO_LARGE, completed), not
+/// sent; one just under the maximum is sent.
+#[test]
+fn a_result_over_the_maximum_message_size_is_marshal_not_sent() {
+    let server = Orb::builder()
+        .threads(1)
+        .max_message_size(4_096)
+        .build()
+        .unwrap();
+    let target = server.activate(&b"varied"[..], EchoSkeleton::new(Varied));
+    let client = Orb::builder().threads(0).no_listen().build().unwrap();
+    let stub = EchoClient::new(&client, target);
+    let ask = |call| {
+        stub.echo(Payload {
+            thread: 99,
+            call,
+            data: Vec::new(),
+        })
+    };
+    match ask(5_000) {
+        Err(Exception::System(e)) => {
+            assert_eq!(e.kind, protorb::SystemExceptionKind::MARSHAL, "{e}");
+            assert_eq!(e.minor, protorb::minor::MESSAGE_TOO_LARGE, "{e}");
+            assert_eq!(e.completed, protorb::CompletionStatus::Yes, "{e}");
+        }
+        other => panic!("a 5,000-byte result under a 4,096-byte maximum: {other:?}"),
+    }
+    assert_eq!(ask(4_000).unwrap().data.len(), 4_000);
     client.shutdown();
     server.shutdown();
 }
