@@ -8,6 +8,7 @@ use crate::metrics::{
 use crate::workload::{AsyncEchoConn, EchoConn};
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -233,6 +234,29 @@ pub fn server(port: u16, threads: usize, wait_for_signal: impl FnOnce()) -> Resu
 struct NodeServant {
     orb: protorb::Orb,
     me: Mutex<Option<protorb::ObjectRef>>,
+    /// Where this node's upcalls found the stack: (depth, address of a local) of the first
+    /// ping this node served and of the last with depth at most 2 (the bottom of a chain).
+    stack: Mutex<StackMarks>,
+    stack_marked: AtomicBool,
+}
+
+/// See [`NodeServant::stack`].
+#[derive(Default, Clone, Copy)]
+struct StackMarks {
+    top: Option<(u32, usize, std::thread::ThreadId)>,
+    bottom: Option<(u32, usize, std::thread::ThreadId)>,
+}
+
+impl StackMarks {
+    /// Stack bytes one nested level of this node takes (the ORB's frames, the generated
+    /// stub's and skeleton's, this servant's): between the top and the bottom of a chain
+    /// this node served every other level.
+    fn bytes_per_level(&self) -> Option<f64> {
+        let ((d0, a0, t0), (d1, a1, t1)) = (self.top?, self.bottom?);
+        // On two threads' stacks the difference would mean nothing.
+        let levels = d0.checked_sub(d1)? / 2;
+        (levels > 0 && t0 == t1).then(|| a0.abs_diff(a1) as f64 / f64::from(levels))
+    }
 }
 
 impl Node for Arc<NodeServant> {
@@ -241,6 +265,18 @@ impl Node for Arc<NodeServant> {
         _ctx: &protorb::Context,
         req: PingRequest,
     ) -> Result<PingReply, protorb::Exception> {
+        let here = 0u8;
+        let addr = std::hint::black_box(&here) as *const u8 as usize;
+        if req.depth <= 2 || !self.stack_marked.load(Ordering::Relaxed) {
+            let mut m = self.stack.lock().unwrap_or_else(|p| p.into_inner());
+            let mark = Some((req.depth, addr, std::thread::current().id()));
+            if m.top.is_none() {
+                m.top = mark;
+                self.stack_marked.store(true, Ordering::Relaxed);
+            } else if req.depth <= 2 {
+                m.bottom = mark;
+            }
+        }
         if req.depth == 0 {
             return Ok(PingReply { depth_reached: 0 });
         }
@@ -263,7 +299,10 @@ impl Node for Arc<NodeServant> {
 
 /// A node of `nest`; with `bidir`, it takes callbacks over the connection it opened
 /// (`bidir_accept`; offering it is the default).
-fn node_orb(threads: usize, bidir: bool) -> Result<(protorb::Orb, protorb::ObjectRef), String> {
+fn node_orb(
+    threads: usize,
+    bidir: bool,
+) -> Result<(protorb::Orb, protorb::ObjectRef, Arc<NodeServant>), String> {
     let orb = protorb::Orb::builder()
         .threads(threads)
         .call_timeout(NEST_TIMEOUT)
@@ -273,16 +312,18 @@ fn node_orb(threads: usize, bidir: bool) -> Result<(protorb::Orb, protorb::Objec
     let servant = Arc::new(NodeServant {
         orb: orb.clone(),
         me: Mutex::new(None),
+        stack: Mutex::new(StackMarks::default()),
+        stack_marked: AtomicBool::new(false),
     });
     let r = orb.activate(&b"node"[..], NodeSkeleton::new(servant.clone()));
     *servant.me.lock().unwrap_or_else(|p| p.into_inner()) = Some(r.clone());
-    Ok((orb, r))
+    Ok((orb, r, servant))
 }
 
 /// The peer process of `nest` (node B): prints its reference on stdout, serves until its
 /// stdin closes (the parent exited or is done).
 pub fn nest_peer(threads: usize, bidir: bool) -> Result<(), String> {
-    let (orb, r) = node_orb(threads, bidir)?;
+    let (orb, r, _) = node_orb(threads, bidir)?;
     println!("{}", orb.object_to_string(&r));
     let mut sink = Vec::new();
     let _ = std::io::stdin().read_to_end(&mut sink);
@@ -320,7 +361,7 @@ pub fn nest(depth: u32, threads: usize, bidir: bool) -> Result<bool, String> {
         "nest: peer process {} ({peer_threads} pool threads)",
         child.id()
     );
-    let (orb, me) = node_orb(threads, bidir)?;
+    let (orb, me, servant) = node_orb(threads, bidir)?;
     let peer = orb.string_to_object(&ior).map_err(|e| e.to_string())?;
     let (tx, rx) = mpsc::channel();
     {
@@ -394,7 +435,8 @@ pub fn nest(depth: u32, threads: usize, bidir: bool) -> Result<bool, String> {
             times.sort();
             let t = times[WARM_CHAINS / 2];
             let calls = (u64::from(depth) + 1) * WARM_CHAINS as u64;
-            line.bool("ok", true)
+            let line = line
+                .bool("ok", true)
                 .num("secs", t.as_secs_f64())
                 .num("us_per_level", per_level(t))
                 .int("chains", WARM_CHAINS as u64)
@@ -402,8 +444,15 @@ pub fn nest(depth: u32, threads: usize, bidir: bool) -> Result<bool, String> {
                 .num("max_us_per_level", per_level(times[WARM_CHAINS - 1]))
                 .num("cold_us_per_level", per_level(cold_t))
                 .num("ctx_switches_per_call", ctx.per_call(calls))
-                .int("peak_rss_kb", peak_rss_kb())
-                .print();
+                .int("peak_rss_kb", peak_rss_kb());
+            // Stack per nested level in this process (see `StackMarks`), if it served a chain's
+            // top and bottom: what bounds the depth a thread's stack allows.
+            let marks = *servant.stack.lock().unwrap_or_else(|p| p.into_inner());
+            match marks.bytes_per_level() {
+                Some(b) => line.num("stack_bytes_per_level", b),
+                None => line,
+            }
+            .print();
             true
         }
         Ok((_, Some((mut chains, _)))) => {

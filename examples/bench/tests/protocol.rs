@@ -246,6 +246,10 @@ fn nest_runs_with_a_threadless_caller_and_raw_says_not_applicable() {
             v["max_us_per_level"].as_f64().unwrap(),
         );
         assert!(min <= med && med <= max, "{v}");
+        // Node A's stack per nested level (the ORB's frames, the stub's, the skeleton's,
+        // the servant's): measured between the top and the bottom of a chain on one thread.
+        let stack = v["stack_bytes_per_level"].as_f64().unwrap();
+        assert!(stack > 100.0 && stack < 64.0 * 1024.0, "{v}");
     }
     let raw = run(&["nest", "--impl", "raw", "--depth", "10"]);
     assert_eq!(raw["ok"], false);

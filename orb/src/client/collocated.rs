@@ -43,6 +43,8 @@ impl OrbInner {
 
     /// Calls `operation` on the collocated object of `profile`: the parameters written as
     /// they would be into a request's body, the reply read as one from a connection.
+    // Kept out of the remote call's frame, which nested calls stack up.
+    #[inline(never)]
     pub(super) fn call_local(
         &self,
         profile: &IiopProfile,

@@ -13,6 +13,8 @@ use std::time::Duration;
 impl OrbInner {
     /// Runs the client interceptors' before hooks, the call (with the metadata they left),
     /// then the after hooks of those whose before hook succeeded, in reverse order.
+    // Kept out of `call_with`: its frame would be on every nested call's stack.
+    #[inline(never)]
     pub(super) fn call_intercepted(
         &self,
         target: &ObjectRef,

@@ -87,26 +87,53 @@ impl Orb {
     ) -> Result<Bytes, Exception> {
         let len = req.encoded_len();
         if len >= crate::transport::SPLIT_BODY_AT {
-            let body = Bytes::from(req.encode_to_vec());
-            return self.invoke(target, operation, body, timeout, md);
+            return self.invoke_encoded(target, operation, req, timeout, md);
         }
+        let write = |w: &mut CdrWriter<'_>| w.write_message(req);
+        self.invoke_written(target, operation, &write, len, timeout, md)
+    }
+
+    /// The rest of [`invoke_message`](Self::invoke_message), not generic: one copy for all
+    /// the stubs' operations, whose frames (which nested calls stack up) stay small.
+    #[inline(never)]
+    fn invoke_written(
+        &self,
+        target: &ObjectRef,
+        operation: &str,
+        write: &dyn Fn(&mut CdrWriter<'_>),
+        len: usize,
+        timeout: Option<Duration>,
+        md: &[ServiceContext],
+    ) -> Result<Bytes, Exception> {
         self.check_request_size(len)?;
         let reply = self
             .inner
-            .call_message(target, operation, req, len, timeout, md)?
+            .call_written(target, operation, write, len, timeout, md)?
             .ok_or_else(|| SystemException::internal("two-way call without reply"))?;
         octets_reply(reply)
+    }
+
+    /// [`invoke_message`](Self::invoke_message) of a large message: encoded into a buffer of
+    /// its own, sent without a copy. Out of line, so that the stub's frame, which nested
+    /// calls stack up, does not hold this path's locals.
+    #[inline(never)]
+    fn invoke_encoded<M: prost::Message>(
+        &self,
+        target: &ObjectRef,
+        operation: &str,
+        req: &M,
+        timeout: Option<Duration>,
+        md: &[ServiceContext],
+    ) -> Result<Bytes, Exception> {
+        let body = Bytes::from(req.encode_to_vec());
+        self.invoke(target, operation, body, timeout, md)
     }
 
     /// MARSHAL if a request body of `len` bytes is over the maximum message size.
     fn check_request_size(&self, len: usize) -> Result<(), SystemException> {
         let max = self.inner.config.max_message_size;
         if len > max {
-            return Err(SystemException::marshal(
-                minor::MESSAGE_TOO_LARGE,
-                CompletionStatus::No,
-                format!("request of {len} bytes exceeds the maximum message size {max}"),
-            ));
+            return Err(request_too_large(len, max));
         }
         Ok(())
     }
@@ -151,29 +178,39 @@ impl Orb {
 /// exception (id and octets), or the system exception the reply stands for.
 pub(crate) fn octets_reply(reply: Reply) -> Result<Bytes, Exception> {
     match reply.header.status {
-        ReplyStatus::NoException => reply.body.into_octets().map_err(|e| {
-            SystemException::marshal(minor::BAD_REPLY, CompletionStatus::Yes, e.to_string()).into()
-        }),
-        ReplyStatus::UserException => {
-            let mut r = reply.body.reader();
-            let decoded = r.read_string().and_then(|id| {
-                let range = r.read_octets_range()?;
-                Ok((id, range))
-            });
-            match decoded {
-                Ok((id, range)) => Err(Exception::User(UserException::new(
-                    id,
-                    reply.body.bytes.slice(range),
-                ))),
-                Err(e) => Err(SystemException::marshal(
-                    minor::BAD_REPLY,
-                    CompletionStatus::Yes,
-                    format!("user exception does not decode: {e}"),
-                )
-                .into()),
-            }
-        }
-        _ => Err(reply_to_exception(&reply).into()),
+        ReplyStatus::NoException => reply.body.into_octets().map_err(bad_reply),
+        _ => Err(exception_reply(reply)),
+    }
+}
+
+/// MARSHAL for a NO_EXCEPTION reply whose result does not decode.
+#[cold]
+#[inline(never)]
+fn bad_reply(e: crate::cdr::DecodeError) -> Exception {
+    SystemException::marshal(minor::BAD_REPLY, CompletionStatus::Yes, e.to_string()).into()
+}
+
+/// The exception of a reply other than NO_EXCEPTION: the user exception (id and octets),
+/// or the system exception the reply stands for. Out of line, so that the frame of a
+/// waiting call (which nested calls stack up) does not hold its locals.
+#[inline(never)]
+fn exception_reply(reply: Reply) -> Exception {
+    if reply.header.status != ReplyStatus::UserException {
+        return reply_to_exception(&reply).into();
+    }
+    let mut r = reply.body.reader();
+    let decoded = r.read_string().and_then(|id| {
+        let range = r.read_octets_range()?;
+        Ok((id, range))
+    });
+    match decoded {
+        Ok((id, range)) => Exception::User(UserException::new(id, reply.body.bytes.slice(range))),
+        Err(e) => SystemException::marshal(
+            minor::BAD_REPLY,
+            CompletionStatus::Yes,
+            format!("user exception does not decode: {e}"),
+        )
+        .into(),
     }
 }
 
@@ -242,21 +279,20 @@ impl OrbInner {
         self.call_with(target, operation, twoway, params, timeout)
     }
 
-    /// [`call`](Self::call) whose parameter is the protobuf message `m` (of encoded length
-    /// `len`, below [`SPLIT_BODY_AT`](crate::transport::SPLIT_BODY_AT)) as an octet sequence,
-    /// encoded straight into the request frame: no buffer of its own, no copy.
-    pub(crate) fn call_message<M: prost::Message>(
+    /// [`call`](Self::call) whose parameter `write` writes (a protobuf message of encoded
+    /// length `len`, below [`SPLIT_BODY_AT`](crate::transport::SPLIT_BODY_AT), as an octet
+    /// sequence) straight into the request frame: no buffer of its own, no copy.
+    pub(crate) fn call_written(
         &self,
         target: &ObjectRef,
         operation: &str,
-        m: &M,
+        write: &dyn Fn(&mut CdrWriter<'_>),
         len: usize,
         timeout: Option<Duration>,
         metadata: &[ServiceContext],
     ) -> Result<Option<Reply>, SystemException> {
-        let body = |w: &mut CdrWriter<'_>| w.write_message(m);
         let params = Params {
-            write: &body,
+            write,
             split: None,
             hint: len + 8,
             metadata,
@@ -372,15 +408,7 @@ impl OrbInner {
         };
         if exit != Exit::Completed && conn.mux.forget(request_id) {
             // Nobody will complete it now.
-            if exit == Exit::TimedOut {
-                self.send_cancel(conn, sent.version, request_id);
-                tracing::debug!("call timed out; CancelRequest sent");
-                return Err(SystemException::timeout(format!(
-                    "no reply to `{operation}` from {} within the deadline",
-                    conn.peer
-                )));
-            }
-            return Err(SystemException::shutdown());
+            return Err(self.call_abandoned(exit, conn, sent.version, request_id, operation));
         }
         // Completed, or completed while we were giving up: whoever removed the pending
         // entry fills the slot right after.
@@ -392,6 +420,30 @@ impl OrbInner {
                 "reply slot empty after completion",
             )),
         }
+    }
+
+    /// The error of a call given up before its reply (`exit`: timed out or shut down), with
+    /// the CancelRequest a timeout sends. Out of line: rare, and its formatting would
+    /// otherwise sit in the frame of every waiting call, nested ones included.
+    #[cold]
+    #[inline(never)]
+    fn call_abandoned(
+        &self,
+        exit: Exit,
+        conn: &Arc<Connection>,
+        version: Version,
+        request_id: u32,
+        operation: &str,
+    ) -> SystemException {
+        if exit != Exit::TimedOut {
+            return SystemException::shutdown();
+        }
+        self.send_cancel(conn, version, request_id);
+        tracing::debug!("call timed out; CancelRequest sent");
+        SystemException::timeout(format!(
+            "no reply to `{operation}` from {} within the deadline",
+            conn.peer
+        ))
     }
 
     /// Writes one request to `target` (connecting first if need be, as a Leader/Followers
@@ -772,7 +824,19 @@ impl OrbInner {
     }
 }
 
+/// MARSHAL for a request body of `len` bytes over the maximum message size `max`.
+#[cold]
+#[inline(never)]
+fn request_too_large(len: usize, max: usize) -> SystemException {
+    SystemException::marshal(
+        minor::MESSAGE_TOO_LARGE,
+        CompletionStatus::No,
+        format!("request of {len} bytes exceeds the maximum message size {max}"),
+    )
+}
+
 /// Decodes an inline IOR from a LOCATION_FORWARD body.
+#[inline(never)]
 pub(crate) fn forward_target(body: &crate::giop::Body) -> Result<ObjectRef, SystemException> {
     let mut r = body.reader();
     ObjectRef::decode(&mut r).map_err(|e| {

@@ -14,7 +14,7 @@ use crate::metadata::Metadata;
 use crate::orb::OrbInner;
 use crate::outbuf;
 use crate::result_slot::{InFrame, ResultSlot, BODY_AT};
-use crate::servant::{Context, Discard, ReplySink};
+use crate::servant::{Context, Discard, ReplySink, Servant};
 use crate::transport::{frame_parts, SPLIT_BODY_AT};
 use crate::upcall::{Serving, Upcall};
 use bytes::{Bytes, BytesMut};
@@ -63,6 +63,87 @@ impl ReplySink for ConnectionSink {
     }
 }
 
+/// The upcall's tracing span. Out of line: the macro's field values take stack space
+/// whether or not the span is enabled, and nested upcalls stack up `upcall`'s frame.
+#[inline(never)]
+fn upcall_span(request_id: u32, ctx: &Context, conn: &Connection) -> tracing::Span {
+    tracing::debug_span!(
+        "upcall",
+        request_id,
+        operation = ctx.operation(),
+        object_key = %String::from_utf8_lossy(ctx.object_key()),
+        peer = %conn.peer,
+        trace_id = tracing::field::Empty,
+    )
+}
+
+/// The answer to an upcall refused for want of stack. Out of line, as the panic's below:
+/// the nested upcalls stack up `run_guarded`'s frame.
+#[cold]
+#[inline(never)]
+fn stack_low(left: usize, depth: usize) -> ReplyBody {
+    tracing::warn!(stack_left = left, depth, "upcall refused: stack low");
+    ReplyBody::System(crate::orb::Orb::stack_error(left))
+}
+
+/// A servant's panic as the request's UNKNOWN.
+#[cold]
+#[inline(never)]
+fn servant_panicked(panic: Box<dyn Any + Send>, ctx: &Context) -> ReplyBody {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into());
+    tracing::error!(operation = ctx.operation(), panic = %what, "servant panicked");
+    ReplyBody::System(
+        SystemException::new(
+            SystemExceptionKind::UNKNOWN,
+            minor::SERVANT_PANIC,
+            CompletionStatus::Maybe,
+        )
+        .with_detail(format!("servant panicked: {what}")),
+    )
+}
+
+/// OBJECT_NOT_EXIST for a request to no active object.
+#[cold]
+#[inline(never)]
+fn no_object(key: &[u8]) -> ReplyBody {
+    ReplyBody::System(SystemException::object_not_exist(format!(
+        "no object with key `{}`",
+        String::from_utf8_lossy(key)
+    )))
+}
+
+/// MARSHAL for parameters that do not decode.
+#[cold]
+#[inline(never)]
+fn bad_parameters(op: &str, e: crate::cdr::DecodeError) -> ReplyBody {
+    ReplyBody::System(SystemException::marshal(
+        minor::BAD_PARAMETERS,
+        CompletionStatus::No,
+        format!("parameters of `{op}` do not decode: {e}"),
+    ))
+}
+
+/// The answer to a CORBA::Object operation (`_is_a`, `_non_existent`, `_interface`...),
+/// or `None` if `op` is not one (the servant's own operation, then).
+#[inline(never)]
+fn object_operation(op: &str, body: &Body, servant: &dyn Servant) -> Option<ReplyBody> {
+    Some(match op {
+        "_is_a" => match body.reader().read_string() {
+            Ok(id) => ReplyBody::Bool(servant.is_a(&id)),
+            Err(e) => bad_parameters(op, e),
+        },
+        "_non_existent" | "_not_existent" => ReplyBody::Bool(false),
+        "_interface" | "_get_interface" | "_implementation" => ReplyBody::System(
+            SystemException::new(SystemExceptionKind::NO_IMPLEMENT, 0, CompletionStatus::No),
+        ),
+        _ => return None,
+    })
+}
+
 impl OrbInner {
     /// Runs one request on the current thread and sends its reply.
     pub(crate) fn upcall(&self, u: Upcall) {
@@ -73,20 +154,12 @@ impl OrbInner {
             ctx,
             chain,
         } = u;
-        let key = ctx.object_key();
         let (request_id, twoway) = (
             request.header.request_id,
             request.header.response_expected(),
         );
         let deadline = ctx.deadline();
-        let span = tracing::debug_span!(
-            "upcall",
-            request_id,
-            operation = ctx.operation(),
-            object_key = %String::from_utf8_lossy(key),
-            peer = %conn.peer,
-            trace_id = tracing::field::Empty,
-        );
+        let span = upcall_span(request_id, &ctx, &conn);
         let _enter = span.enter();
         let serving = Serving::enter(Some(conn), deadline, chain);
         // The next request read on this thread (a nested one, during the servant, or the
@@ -99,6 +172,23 @@ impl OrbInner {
             ResultSlot::for_bytes()
         };
         let body = self.run_servant(params, &ctx, serving.depth(), &mut result);
+        let reply = (version, request_id, twoway);
+        self.after_servant(serving, ctx, &mut result, body, reply, _enter);
+    }
+
+    /// The rest of [`upcall`](Self::upcall) once the servant has returned: the reply sent
+    /// (or the deferral installed), the request's bookkeeping ended. Out of line, so that
+    /// its locals are not in `upcall`'s frame, which each nested upcall stacks up.
+    #[inline(never)]
+    fn after_servant(
+        &self,
+        serving: Serving,
+        ctx: Context,
+        result: &mut ResultSlot,
+        body: ReplyBody,
+        (version, request_id, twoway): (Version, u32, bool),
+        _enter: tracing::span::Entered<'_>,
+    ) {
         // Closed to `defer` from here on: a clone of the context kept by the servant cannot
         // defer a request whose dispatch has returned.
         let deferral = ctx.close_deferral();
@@ -197,28 +287,12 @@ impl OrbInner {
             // (an overflow aborts the whole process, whatever thread it happens on).
             if let Some(left) = stacker::remaining_stack() {
                 if left < self.config.upcall_stack_reserve {
-                    tracing::warn!(stack_left = left, depth, "upcall refused: stack low");
-                    return ReplyBody::System(crate::orb::Orb::stack_error(left));
+                    return stack_low(left, depth);
                 }
             }
             self.dispatch(body, ctx.object_key(), ctx, result)
         }))
-        .unwrap_or_else(|panic| {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic".into());
-            tracing::error!(operation = ctx.operation(), panic = %what, "servant panicked");
-            ReplyBody::System(
-                SystemException::new(
-                    SystemExceptionKind::UNKNOWN,
-                    minor::SERVANT_PANIC,
-                    CompletionStatus::Maybe,
-                )
-                .with_detail(format!("servant panicked: {what}")),
-            )
-        })
+        .unwrap_or_else(|panic| servant_panicked(panic, ctx))
     }
 
     /// A deferred reply's answer, on the thread that answered (or on the upcall's, if the
@@ -274,33 +348,20 @@ impl OrbInner {
     ) -> ReplyBody {
         let op = ctx.operation();
         let Some(servant) = self.adapter.get(key) else {
-            return ReplyBody::System(SystemException::object_not_exist(format!(
-                "no object with key `{}`",
-                String::from_utf8_lossy(key)
-            )));
+            return no_object(key);
         };
-        let marshal = |e: crate::cdr::DecodeError| {
-            ReplyBody::System(SystemException::marshal(
-                minor::BAD_PARAMETERS,
-                CompletionStatus::No,
-                format!("parameters of `{op}` do not decode: {e}"),
-            ))
-        };
-        match op {
-            "_is_a" => match body.reader().read_string() {
-                Ok(id) => ReplyBody::Bool(servant.is_a(&id)),
-                Err(e) => marshal(e),
-            },
-            "_non_existent" | "_not_existent" => ReplyBody::Bool(false),
-            "_interface" | "_get_interface" | "_implementation" => ReplyBody::System(
-                SystemException::new(SystemExceptionKind::NO_IMPLEMENT, 0, CompletionStatus::No),
-            ),
-            _ => match body.into_octets() {
-                Err(e) => marshal(e),
-                Ok(params) => match servant.dispatch_into(op, params, ctx, result) {
-                    Ok(()) => ReplyBody::Octets(result.take_bytes()),
-                    Err(e) => ReplyBody::from_result(Err(e)),
-                },
+        // The CORBA::Object operations (all named with a leading underscore) out of line:
+        // the servant's dispatch below runs in this frame, which nested upcalls stack up.
+        if op.starts_with('_') {
+            if let Some(answer) = object_operation(op, &body, servant.as_ref()) {
+                return answer;
+            }
+        }
+        match body.into_octets() {
+            Err(e) => bad_parameters(op, e),
+            Ok(params) => match servant.dispatch_into(op, params, ctx, result) {
+                Ok(()) => ReplyBody::Octets(result.take_bytes()),
+                Err(e) => ReplyBody::from_result(Err(e)),
             },
         }
     }

@@ -15,6 +15,8 @@ impl OrbInner {
     /// is the request's UNKNOWN; the other hooks still run (a before hook's panic counts as a
     /// refusal), so that hooks pairing state (a thread-local pushed before, popped after)
     /// stay paired.
+    // Kept out of `run_servant`'s frame, which nested upcalls stack up.
+    #[inline(never)]
     pub(super) fn run_intercepted(
         &self,
         body: Body,

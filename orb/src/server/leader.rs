@@ -384,6 +384,9 @@ impl OrbInner {
     /// there for callbacks, which the pool's wait takes back: `Lf::coming`) nor within an
     /// upcall (its role goes back to the upcall's pool when the call returns), nor while
     /// the deadline is within `OWNED_DEADLINE_MARGIN`.
+    // Not inlined into the call: its frame (a frame read, a reply) would stay on the stack
+    // under every nested upcall of a caller that waits in the pool instead.
+    #[inline(never)]
     pub(crate) fn read_own_reply(
         &self,
         p: &Arc<Participant>,
