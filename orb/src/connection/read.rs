@@ -151,6 +151,11 @@ impl ReadState {
 
     fn decode_all(&mut self) -> Result<(), FrameError> {
         loop {
+            // Nothing left to decode (the common end of a read: whole frames only). The codec
+            // would say `None` too, but through the header check and the size bookkeeping.
+            if self.buf.is_empty() {
+                return Ok(());
+            }
             self.note_header_version();
             let before = self.undecoded();
             match self.codec.decode(&mut self.buf)? {
