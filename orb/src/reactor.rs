@@ -70,6 +70,22 @@
 //! its owner: while the owner runs an upcall with the role left vacant unarmed (tick mode),
 //! its next request waits for the owner, or for the standby's tick, the bound tick mode keeps
 //! for every event anyway.
+//!
+//! **Unpolled turns.** A driver of `Orb::turn` (`protorb::tokio`) is woken by its runtime's
+//! own poll, in which the main set's fd is one source: polling the main set then, to learn
+//! what is ready, is a second `epoll_wait` for one event. When the set holds one
+//! connection and nothing else can be ready in it, the turn reads that connection instead
+//! ([`sole_unpolled`](Reactor::sole_unpolled)); the read finds the bytes, or finds none and
+//! the turn polls after all. The other sources each leave a mark in memory that the turn
+//! looks at first, set before their event: the ready list (a connection registered, a read
+//! resumed, work left by a leaving leader), the slot table's change count (a listener or a
+//! second connection), the parked upcalls and the pool's shutdown (`server/turn.rs`
+//! looks at those), the timers and the alarm's armed time, a connection's queued bytes
+//! (its writable event), and, besides, a wake-up asked since the last poll. An event a
+//! turn leaves in the set is not lost: the driver's runtime reported the set's fd before
+//! the turn and reports it again for any event after; and the next poll takes it (a stale
+//! readable event costs one read that finds nothing). The connection stays in the set, so
+//! that the runtime hears it.
 
 use crate::sync::std_lock as lock;
 use crate::sync::Queue;
@@ -136,6 +152,9 @@ struct MainPoll<E> {
     /// table's change count (`Reactor::slots_changed`) given with it: looked up again only
     /// when that moved.
     sole: Option<(u64, Option<E>)>,
+    /// The one connection registered, if exactly one is and no listener, as of the slot
+    /// table's change count: for [`sole_unpolled`](Reactor::sole_unpolled).
+    unpolled_sole: Option<(u64, Option<E>)>,
 }
 
 /// What [`Reactor::try_own`] answers.
@@ -231,6 +250,9 @@ pub(crate) struct Reactor<E> {
     /// Without it a pool out of tick mode, which arms before every upcall, would put back
     /// and take out its socket around every request (two system calls more, not fewer).
     held_off: AtomicBool,
+    /// A wake-up asked ([`wake`](Reactor::wake)) and not yet polled: the waker's event is
+    /// in the poll set. Cleared before each poll of the main set.
+    wake_pending: AtomicBool,
 }
 
 /// A timerfd registered in both poll sets, armed for the nearest timer (see the module docs).
@@ -309,6 +331,14 @@ impl Alarm {
 
     /// Takes an expiry the poll reported: not armed any more (until the poller re-arms it for
     /// the timers left).
+    /// Whether the alarm is armed for `now` or earlier: its event may be in the poll sets,
+    /// not yet taken (an alarm still armed for a past time is also one that
+    /// [`arm`](Self::arm) does not move later).
+    fn due(&self, now: Instant) -> bool {
+        let armed = self.armed.load(Ordering::SeqCst);
+        armed != 0 && armed <= self.ns(now)
+    }
+
     fn fired(&self) {
         let _g = lock(&self.lock);
         self.armed.store(0, Ordering::SeqCst);
@@ -366,6 +396,7 @@ impl<E: Clone> Reactor<E> {
                 events: Events::with_capacity(256),
                 owned_until: None,
                 sole: None,
+                unpolled_sole: None,
             }),
             slots_changed: AtomicU64::new(0),
             not_ownable_at: AtomicU64::new(u64::MAX),
@@ -383,6 +414,7 @@ impl<E: Clone> Reactor<E> {
             }),
             parked_token: AtomicUsize::new(NOT_PARKED),
             held_off: AtomicBool::new(false),
+            wake_pending: AtomicBool::new(false),
         })
     }
 
@@ -704,6 +736,9 @@ impl<E: Clone> Reactor<E> {
 
     /// Interrupts the leader's `poll`.
     pub(crate) fn wake(&self) {
+        // Before the waker's event: a turn that sees no wake-up pending knows its event is
+        // not in the set (see `sole_unpolled`).
+        self.wake_pending.store(true, Ordering::SeqCst);
         let _ = self.waker.wake();
     }
 
@@ -855,6 +890,46 @@ impl<E: Clone> Reactor<E> {
     /// collecting them. Says how many events it handled (0: a wake-up or a timeout) and
     /// whether the alarm fired: then a timer is due, and the alarm is not armed until the
     /// caller re-arms it for the timers left ([`arm_alarm`](Self::arm_alarm)).
+    /// For an event-loop driver's turn (`Orb::turn`): the one connection registered, to be
+    /// read without a poll, when nothing but its socket can have put an event in the main
+    /// set since the last poll (see the module docs, **Unpolled turns**): no listener and no
+    /// other connection, no wake-up asked since the last poll, the alarm not due at `now`,
+    /// nothing parked, nothing left on the ready list or in the kernel's ready list beyond
+    /// the last poll's buffer. `alone` adds the connection's own conditions (nothing to
+    /// write, no connect or handshake under way: no writable event wanted). `None`: poll.
+    pub(crate) fn sole_unpolled(&self, now: Instant, alone: impl FnOnce(&E) -> bool) -> Option<E> {
+        if !self.ready.is_empty()
+            || self.full.load(Ordering::Relaxed)
+            || self.wake_pending.load(Ordering::SeqCst)
+            || !self.alarm_works()
+            || self.alarm.due(now)
+            || self.parked_token.load(Ordering::Relaxed) != NOT_PARKED
+        {
+            return None;
+        }
+        // The leader's lock, never contended here; a thread that holds it is polling, and
+        // the turn polls after it.
+        let mut g = self.poll.try_lock().ok()?;
+        // Read before the slot table: a change after this makes the cached answer stale.
+        let changed = self.slots_changed.load(Ordering::Acquire);
+        let sole = match &g.unpolled_sole {
+            Some((seen, sole)) if *seen == changed => sole.clone(),
+            _ => {
+                let slots = lock(&self.slots);
+                let mut conns = slots.0.iter().map(|(_, s)| &s.entry);
+                let sole = match (conns.next(), conns.next()) {
+                    (Some(Entry::Conn(c)), None) => Some(c.clone()),
+                    _ => None,
+                };
+                drop(slots);
+                g.unpolled_sole = Some((changed, sole.clone()));
+                sole
+            }
+        }?;
+        drop(g);
+        alone(&sole).then_some(sole)
+    }
+
     pub(crate) fn poll(
         &self,
         timeout: Option<Duration>,
@@ -889,6 +964,10 @@ impl<E: Clone> Reactor<E> {
             .is_some_and(|(seen, ..)| *seen != self.slots_changed.load(Ordering::Relaxed))
         {
             g.sole = None;
+        }
+        // Before the wait: a wake-up asked after this is seen by it or by the next poll.
+        if self.wake_pending.load(Ordering::Relaxed) {
+            self.wake_pending.store(false, Ordering::SeqCst);
         }
         let MainPoll { poll, events, .. } = g;
         match poll.poll(events, timeout) {
@@ -980,6 +1059,49 @@ mod tests {
         r.remove(b);
         r.remove(c);
         assert!(r.entries().is_empty());
+    }
+
+    #[test]
+    fn a_turn_reads_the_sole_connection_unpolled_only_when_nothing_else_can_be_ready() {
+        let r: Reactor<&'static str> = Reactor::new().unwrap();
+        let now = Instant::now();
+        // A poll first, each time: it takes the wake-ups asked so far.
+        let sole = |r: &Reactor<&'static str>| {
+            r.poll(Some(Duration::ZERO), |_| {}).unwrap();
+            r.sole_unpolled(now, |_| true)
+        };
+        assert_eq!(sole(&r), None, "nothing registered");
+        let a = r.insert(|t| (Entry::Conn("a"), t));
+        assert_eq!(sole(&r), Some("a"));
+        assert_eq!(r.sole_unpolled(now, |_| false), None, "its own conditions");
+        r.wake();
+        assert_eq!(r.sole_unpolled(now, |_| true), None, "a wake-up asked");
+        assert_eq!(sole(&r), Some("a"), "and polled");
+        let b = r.insert(|t| (Entry::Conn("b"), t));
+        assert_eq!(sole(&r), None, "two connections");
+        assert_eq!(sole(&r), None, "still two (the answer kept)");
+        r.remove(b);
+        assert_eq!(sole(&r), Some("a"), "one again");
+        r.push_ready("a");
+        assert_eq!(
+            r.sole_unpolled(now, |_| true),
+            None,
+            "work on the ready list"
+        );
+        assert_eq!(r.pop_ready(), Some("a"));
+        let l = mio::net::TcpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        r.add_listener(l).unwrap();
+        assert_eq!(sole(&r), None, "a listener");
+        r.close_listeners();
+        assert_eq!(sole(&r), Some("a"), "no listener left");
+        // The alarm, armed for a minute from now: not due now, due a minute on (its event
+        // may then be in the set, whether it fired or not yet).
+        r.arm_alarm(now + Duration::from_secs(60));
+        assert_eq!(r.sole_unpolled(now, |_| true), Some("a"), "alarm not due");
+        let later = now + Duration::from_secs(61);
+        assert_eq!(r.sole_unpolled(later, |_| true), None, "alarm due");
+        r.remove(a);
+        assert_eq!(sole(&r), None, "removed");
     }
 
     #[test]

@@ -36,6 +36,7 @@ pub(crate) struct Stats {
     pub(crate) tls_handshake_timeouts: AtomicU64,
     pub(crate) tls_errors: AtomicU64,
     pub(crate) owned_reads: AtomicU64,
+    pub(crate) unpolled_reads: AtomicU64,
 }
 
 /// A snapshot of an ORB's counters.
@@ -118,6 +119,10 @@ pub struct OrbStats {
     /// Reads in which the leader waited in a connection's `recv` instead of polling (owned
     /// reads, see [`OrbBuilder::owned_reads`](crate::OrbBuilder::owned_reads)).
     pub owned_reads: u64,
+    /// Turns of an event-loop driver ([`Orb::turn`](crate::Orb::turn), `protorb::tokio`)
+    /// that read the ORB's one connection instead of polling the event loop's own set,
+    /// whose fd the driver's runtime had just reported.
+    pub unpolled_reads: u64,
 }
 
 /// Adds `n` to a counter that only the leader writes (what it reads from the sockets: the
@@ -166,6 +171,7 @@ impl Stats {
             tls_handshake_timeouts: r(&self.tls_handshake_timeouts),
             tls_errors: r(&self.tls_errors),
             owned_reads: r(&self.owned_reads),
+            unpolled_reads: r(&self.unpolled_reads),
         }
     }
 

@@ -6,11 +6,16 @@
 //! No assertion depends on timing: the timeouts are hang guards, far above what any step
 //! needs on a loaded machine.
 
+mod hostile_common;
+
 use futures::future::join_all;
+use hostile_common::octets_reply;
 use orb_tests::orbtest::*;
 use orb_tests::{activate_echo, activate_node, payload, within};
 use protorb::{Orb, OrbBuilder, SystemExceptionKind};
-use std::sync::mpsc;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 fn current_thread() -> tokio::runtime::Runtime {
@@ -45,6 +50,22 @@ fn driven_client(client: OrbBuilder) -> (Orb, Orb, EchoClient) {
         .unwrap();
     let stub = EchoClient::new(&client, r);
     (server, client, stub)
+}
+
+/// A client ORB with no threads of its own and no idle sweep (so no timer but a call's
+/// deadline wakes its driver), with a stub for key `echo` at a raw peer on local `port`.
+fn driven_peer_client(port: u16) -> (Orb, EchoClient) {
+    let client = Orb::builder()
+        .threads(0)
+        .no_listen()
+        .idle_timeout(None)
+        .build()
+        .unwrap();
+    let r = client
+        .string_to_object(&format!("corbaloc::1.2@127.0.0.1:{port}/echo"))
+        .unwrap();
+    let stub = EchoClient::new(&client, r);
+    (client, stub)
 }
 
 /// Many futures in flight on one connection, from several tasks of a current-thread
@@ -252,17 +273,7 @@ fn a_deadline_fires_under_the_driver_alone() {
             while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
         }
     });
-    // No idle sweep: no other timer would wake the driver.
-    let client = Orb::builder()
-        .threads(0)
-        .no_listen()
-        .idle_timeout(None)
-        .build()
-        .unwrap();
-    let r = client
-        .string_to_object(&format!("corbaloc::1.2@127.0.0.1:{port}/echo"))
-        .unwrap();
-    let stub = EchoClient::new(&client, r);
+    let (client, stub) = driven_peer_client(port);
     let c = client.clone();
     let errs = within(60, move || {
         current_thread().block_on(async move {
@@ -428,4 +439,215 @@ fn drive_with_a_self_waking_future_completes() {
     });
     assert_eq!(n, 7);
     client.shutdown();
+}
+
+/// A turn that reads the client's one connection in place of the poll (the driver's
+/// runtime has just reported the event loop's fd: `OrbStats::unpolled_reads`) must not lose
+/// what that poll would have found. While replies stream over the only connection (so
+/// turns keep reading it unpolled), a call's deadline on the same connection fires; calls
+/// alternating with a second server (a second connection, opened midway) all come back;
+/// and a shutdown asked from another thread ends the driver. (Whether a turn that meets a
+/// waiting reply and a passed deadline together handles both is checked without a runtime,
+/// step by step, in `a_turn_meeting_a_reply_and_a_passed_deadline_handles_both`.)
+#[test]
+fn unpolled_turns_lose_no_timer_connection_or_wake_up() {
+    let a = Orb::builder().threads(3).build().unwrap();
+    let (_, ra) = activate_echo(&a);
+    let b = Orb::builder().threads(2).build().unwrap();
+    let (_, rb) = activate_echo(&b);
+    let client = Orb::builder()
+        .threads(0)
+        .no_listen()
+        .call_timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let (to_a, to_b) = (EchoClient::new(&client, ra), EchoClient::new(&client, rb));
+    let c = client.clone();
+    let rt = Arc::new(current_thread());
+    let (done_tx, done_rx) = mpsc::channel();
+    let rt2 = rt.clone();
+    let runner = std::thread::spawn(move || {
+        rt2.block_on(async move {
+            let driver = tokio::spawn(protorb::tokio::drive(c.clone()));
+            for i in 0..300u32 {
+                assert_eq!(to_a.echo_async(msg(1, i)).await.unwrap(), msg(1, i));
+            }
+            let unpolled = c.stats().unpolled_reads;
+            assert!(
+                unpolled >= 150,
+                "300 calls over one connection, {unpolled} turns read it unpolled"
+            );
+
+            // A deadline on the streaming connection: the servant sleeps 10 s, the call
+            // gives up after 200 ms.
+            let fired = std::cell::Cell::new(false);
+            let sleeper = async {
+                let r = to_a
+                    .sleep_async_with_timeout(
+                        SleepRequest { millis: 10_000 },
+                        Duration::from_millis(200),
+                    )
+                    .await;
+                fired.set(true);
+                r
+            };
+            // Eight calls in flight at a time.
+            let start = std::time::Instant::now();
+            let stream = |t: u32| {
+                let (to_a, fired) = (&to_a, &fired);
+                async move {
+                    let mut i = 0u32;
+                    while !fired.get() && start.elapsed() < Duration::from_secs(30) {
+                        assert_eq!(to_a.echo_async(msg(t, i)).await.unwrap(), msg(t, i));
+                        i += 1;
+                    }
+                    i
+                }
+            };
+            let (slept, streamed) = futures::join!(sleeper, join_all((10..18).map(stream)));
+            let streamed: u32 = streamed.into_iter().sum();
+            let err = slept.unwrap_err();
+            assert_eq!(err.kind(), Some(SystemExceptionKind::TIMEOUT), "{err}");
+            assert!(streamed > 0, "no call streamed beside the deadline");
+
+            // A second connection, calls alternating between the two.
+            for i in 0..200u32 {
+                let stub = if i % 2 == 0 { &to_a } else { &to_b };
+                assert_eq!(stub.echo_async(msg(3, i)).await.unwrap(), msg(3, i));
+            }
+            assert_eq!(c.stats().connections_opened, 2);
+            done_tx.send(()).unwrap();
+            // Ended by a shutdown from another thread: its wake-up reaches the driver.
+            driver.await.unwrap().unwrap();
+        })
+    });
+    let finished = done_rx.recv_timeout(Duration::from_secs(120));
+    client.shutdown();
+    if let Err(p) = within(60, move || runner.join()) {
+        std::panic::resume_unwind(p);
+    }
+    finished.expect("the calls did not finish within the hang guard");
+    a.shutdown();
+    b.shutdown();
+}
+
+/// With a reply waiting in the client's one socket and a call's deadline passed, one turn
+/// must hand out the reply and fire the deadline: reading the socket in place of the poll
+/// (`OrbStats::unpolled_reads`) would leave the alarm's event in the event loop's set, and
+/// the call waiting, until some later poll. Once nothing but the socket can be ready, a
+/// turn does read it unpolled. The peer is scripted (an ORB would answer the expired call
+/// itself, from the deadline the request carries) and answers every request but `Sleep`.
+/// Each step waits until its condition holds (the reply acked into the client's socket,
+/// the deadline's time passed), so none depends on speed.
+#[test]
+fn a_turn_meeting_a_reply_and_a_passed_deadline_handles_both() {
+    use futures::FutureExt;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (ack_tx, ack) = mpsc::channel();
+    let peer = std::thread::spawn(move || answer_all_but_sleep(listener, ack_tx));
+    let (client, stub) = driven_peer_client(port);
+    let c = client.clone();
+    within(120, move || {
+        // Sends an echo and waits until its reply is in the client's socket.
+        let echo_waiting = |i: u32| {
+            let f = stub.echo_async(msg(4, i));
+            ack.recv_timeout(Duration::from_secs(60))
+                .expect("peer answered");
+            while !all_acked(port) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            f
+        };
+        // Connected by turns (the driver's job).
+        let first = stub.echo_async(msg(4, 0));
+        while c.stats().replies_received < 1 {
+            c.turn();
+        }
+        ack.recv().unwrap();
+        assert_eq!(futures::executor::block_on(first).unwrap(), msg(4, 0));
+
+        let deadline = Duration::from_millis(100);
+        let mut sleeper =
+            Box::pin(stub.sleep_async_with_timeout(SleepRequest { millis: 10_000 }, deadline));
+        let asked = std::time::Instant::now();
+        // Polled once, its waker registered: the deadline's timer must wake it (a poll after
+        // the deadline fails it by itself, timer or not).
+        let woken = Arc::new(Flag::default());
+        let waker = std::task::Waker::from(woken.clone());
+        let mut cx = std::task::Context::from_waker(&waker);
+        assert!(sleeper.as_mut().poll(&mut cx).is_pending());
+        let echo = echo_waiting(1);
+        while asked.elapsed() < deadline * 2 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        c.turn();
+        assert!(
+            woken.0.load(Ordering::SeqCst),
+            "the turn left the passed deadline's timer unrun"
+        );
+        let err = sleeper.now_or_never().unwrap().unwrap_err();
+        assert_eq!(err.kind(), Some(SystemExceptionKind::TIMEOUT), "{err}");
+        while c.stats().replies_received < 2 {
+            c.turn();
+        }
+        assert_eq!(futures::executor::block_on(echo).unwrap(), msg(4, 1));
+
+        // Nothing else pending: a turn reads the waiting reply unpolled.
+        let before = c.stats().unpolled_reads;
+        for i in 2..7u32 {
+            let echo = echo_waiting(i);
+            c.turn();
+            let got = echo
+                .now_or_never()
+                .expect("one turn did not hand out the reply");
+            assert_eq!(got.unwrap(), msg(4, i));
+        }
+        let unpolled = c.stats().unpolled_reads - before;
+        assert!(
+            unpolled >= 4,
+            "{unpolled} of 5 turns read the socket unpolled"
+        );
+    });
+    client.shutdown();
+    peer.join().unwrap();
+}
+
+/// A waker that notes it was woken.
+#[derive(Default)]
+struct Flag(AtomicBool);
+
+impl std::task::Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// The scripted peer of the test above: answers each request but `Sleep` with `msg(4, k)`
+/// for the k-th answered one, and says so on `answered`; returns at the client's close.
+fn answer_all_but_sleep(listener: std::net::TcpListener, answered: mpsc::Sender<()>) {
+    use bytes::BytesMut;
+    use prost::Message as _;
+    use protorb::giop::{GiopCodec, Message};
+    use std::io::{Read, Write};
+    use tokio_util::codec::Decoder;
+    let (mut s, _) = listener.accept().unwrap();
+    let (mut codec, mut buf) = (GiopCodec::default(), BytesMut::new());
+    let (mut chunk, mut k) = ([0u8; 4096], 0u32);
+    loop {
+        while let Some(frame) = codec.decode(&mut buf).unwrap() {
+            if let Message::Request(r) = frame.message {
+                if r.header.operation != "Sleep" {
+                    let reply = octets_reply(r.header.request_id, &msg(4, k).encode_to_vec());
+                    s.write_all(&reply).unwrap();
+                    k += 1;
+                    let _ = answered.send(());
+                }
+            }
+        }
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
 }

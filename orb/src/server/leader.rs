@@ -264,6 +264,9 @@ impl OrbInner {
         // which the next `service` reads waiting; tried once per turn.
         let mut owning = None;
         let mut tried_own = false;
+        // A driver's turn reads its one connection in place of the poll (`unpolled`: that
+        // read is under way), once per turn.
+        let (mut tried_unpolled, mut unpolled) = (false, false);
         loop {
             while let Some(conn) = first.take().or_else(|| self.reactor.pop_ready()) {
                 let permit = owning.take();
@@ -271,6 +274,11 @@ impl OrbInner {
                 let got = self.service(&conn, held, keep, permit.as_ref(), &mut own);
                 if permit.is_some() && !own && got.is_none() {
                     // The connection would not be owned after all: poll.
+                    polled = false;
+                }
+                if std::mem::take(&mut unpolled) && got.is_none() {
+                    // No frame (no bytes, or a part): whatever woke the driver, the poll
+                    // finds it.
                     polled = false;
                 }
                 // The poll lock, held through the wait.
@@ -345,6 +353,13 @@ impl OrbInner {
                         continue;
                     }
                     Own::No => {}
+                }
+            }
+            if keep && !std::mem::replace(&mut tried_unpolled, true) {
+                if let Some(conn) = self.sole_unpolled(until) {
+                    first = Some(conn);
+                    (polled, unpolled) = (true, true);
+                    continue;
                 }
             }
             let timeout = self.poll_timeout(until);
@@ -463,6 +478,26 @@ impl OrbInner {
             }
         }
         OwnReply::Wait(None)
+    }
+
+    /// For a driver's turn: the one connection, marked readable, when reading it may stand
+    /// for the poll (see `reactor.rs`, **Unpolled turns**): besides the reactor's own
+    /// conditions, no timer due at the turn's clock reading and nothing that needs the
+    /// connection's writable event. `None`: the turn polls.
+    fn sole_unpolled(&self, until: Option<Until>) -> Option<Arc<Connection>> {
+        let now = until.map_or_else(Instant::now, |u| u.now);
+        if self.next_timer().is_some_and(|t| t <= now) {
+            return None;
+        }
+        let conn = self.reactor.sole_unpolled(now, |c| {
+            !c.is_closed()
+                && !c.is_connecting()
+                && !c.is_handshaking()
+                && c.needs_no_writable_event()
+        })?;
+        conn.mark_readable(false);
+        add_as_leader(&self.stats.unpolled_reads, 1);
+        Some(conn)
     }
 
     /// Whether the leader may wait in a connection's `recv` in place of its poll (see the
