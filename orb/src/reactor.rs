@@ -329,8 +329,6 @@ impl Alarm {
         }
     }
 
-    /// Takes an expiry the poll reported: not armed any more (until the poller re-arms it for
-    /// the timers left).
     /// Whether the alarm is armed for `now` or earlier: its event may be in the poll sets,
     /// not yet taken (an alarm still armed for a past time is also one that
     /// [`arm`](Self::arm) does not move later).
@@ -339,6 +337,8 @@ impl Alarm {
         armed != 0 && armed <= self.ns(now)
     }
 
+    /// Takes an expiry the poll reported: not armed any more (until the poller re-arms it for
+    /// the timers left).
     fn fired(&self) {
         let _g = lock(&self.lock);
         self.armed.store(0, Ordering::SeqCst);
@@ -886,10 +886,6 @@ impl<E: Clone> Reactor<E> {
         Own::Yes(Owning { _poll: g }, sole)
     }
 
-    /// Waits for readiness (leader only) and hands each resolved event to `handle`, without
-    /// collecting them. Says how many events it handled (0: a wake-up or a timeout) and
-    /// whether the alarm fired: then a timer is due, and the alarm is not armed until the
-    /// caller re-arms it for the timers left ([`arm_alarm`](Self::arm_alarm)).
     /// For an event-loop driver's turn (`Orb::turn`): the one connection registered, to be
     /// read without a poll, when nothing but its socket can have put an event in the main
     /// set since the last poll (see the module docs, **Unpolled turns**): no listener and no
@@ -930,6 +926,10 @@ impl<E: Clone> Reactor<E> {
         alone(&sole).then_some(sole)
     }
 
+    /// Waits for readiness (leader only) and hands each resolved event to `handle`, without
+    /// collecting them. Says how many events it handled (0: a wake-up or a timeout) and
+    /// whether the alarm fired: then a timer is due, and the alarm is not armed until the
+    /// caller re-arms it for the timers left ([`arm_alarm`](Self::arm_alarm)).
     pub(crate) fn poll(
         &self,
         timeout: Option<Duration>,

@@ -120,8 +120,9 @@ pub struct OrbStats {
     /// reads, see [`OrbBuilder::owned_reads`](crate::OrbBuilder::owned_reads)).
     pub owned_reads: u64,
     /// Turns of an event-loop driver ([`Orb::turn`](crate::Orb::turn), `protorb::tokio`)
-    /// that read the ORB's one connection instead of polling the event loop's own set,
-    /// whose fd the driver's runtime had just reported.
+    /// that read the ORB's one connection in place of polling the event loop's own set,
+    /// whose fd the driver's runtime had just reported (a read that brings no frame polls
+    /// after all).
     pub unpolled_reads: u64,
 }
 
