@@ -61,9 +61,10 @@
 //! a call: PROFILE.md), which an owned read does not need: it reads the socket itself. So the
 //! owner takes its connection out of the main poll set for its run ([`Reactor::park`]), and
 //! whoever needs the set to report that connection again puts it back first: any poll of
-//! the set but the look that ends a run (the owner reads the socket next), the standby's arming (it watches the set for the
-//! vacant role; the upcall thread's look at the loop is a poll too), and a writer that needs
-//! the writable event (the owner takes a socket out only while no writable event is wanted:
+//! the set but the look that ends a run (the owner reads the socket next) and the upcall
+//! thread's look at the loop (tick mode's [`poll_now`](Reactor::poll_now), which asks the
+//! socket and the set together with one `poll(2)`), the standby's arming (it watches the set
+//! for the vacant role), and a writer that needs the writable event (the owner takes a socket out only while no writable event is wanted:
 //! nothing queued, no drain watched). Putting back is an
 //! `EPOLL_CTL_ADD`, which looks at the socket's readiness: bytes that arrived meanwhile are
 //! reported as a fresh event, so nothing is missed. A parked socket is heard by nobody but
@@ -98,6 +99,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::fd::OwnedFd;
 use std::os::fd::RawFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -762,18 +764,66 @@ impl<E: Clone> Reactor<E> {
     /// for the timers left). Nothing at once if another thread holds the poll. A wake-up or
     /// an alarm it finds is posted again (as a wake-up), so that the leader's next `poll`
     /// still returns at once (and runs the timers that are due).
-    pub(crate) fn poll_now(&self, handle: impl FnMut(Ready<E>)) -> Polled {
+    ///
+    /// A parked socket stays parked: it and the set are asked together, with one `poll(2)`
+    /// of the set's fd and the socket's (no event is taken by that), and the set is polled
+    /// only if it has something. Putting the socket back for the look and taking it out
+    /// again after cost two `epoll_ctl`s more, in the middle of a request (PROFILE.md,
+    /// 2026-11-29).
+    /// `socket_of` gives a parked entry's socket (`None`: the usual way for it).
+    pub(crate) fn poll_now(
+        &self,
+        socket_of: impl for<'a> Fn(&'a E) -> Option<BorrowedFd<'a>>,
+        mut handle: impl FnMut(Ready<E>),
+    ) -> Polled {
         // Not the leader's own wait: never block behind a thread waiting in the poll.
         let Ok(mut g) = self.poll.try_lock() else {
             return Polled::default();
         };
-        let (polled, woken) = match self.poll_locked(&mut g, Some(Duration::ZERO), false, handle) {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::error!(error = %e, "poll failed");
-                return Polled::default();
+        let mut parked_events = 0;
+        let mut keep_parked = false;
+        if self.parked_token.load(Ordering::Relaxed) != NOT_PARKED {
+            let parking = lock(&self.parking);
+            if let Some((p, socket)) = parking
+                .parked
+                .as_ref()
+                .and_then(|p| Some((p, socket_of(&p._entry)?)))
+            {
+                match readiness(self.registry.as_fd(), socket) {
+                    Ok((set, socket)) => {
+                        if let Some((readable, read_closed)) = socket {
+                            if let Some(entry) = self.lookup(p.token) {
+                                parked_events = 1;
+                                handle(Ready {
+                                    entry,
+                                    readable,
+                                    writable: false,
+                                    read_closed,
+                                });
+                            }
+                        }
+                        if !set {
+                            return Polled {
+                                events: parked_events,
+                                alarm: false,
+                            };
+                        }
+                        keep_parked = true;
+                    }
+                    // Asked the usual way instead: the socket put back, the set polled.
+                    Err(e) => tracing::debug!(error = %e, "poll(2) of a parked socket failed"),
+                }
             }
-        };
+        }
+        let (mut polled, woken) =
+            match self.poll_locked(&mut g, Some(Duration::ZERO), keep_parked, handle) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::error!(error = %e, "poll failed");
+                    return Polled::default();
+                }
+            };
+        polled.events += parked_events;
         if woken {
             self.wake();
         }
@@ -1005,6 +1055,31 @@ impl<E: Clone> Reactor<E> {
         }
         Ok((Polled { events: n, alarm }, woken))
     }
+}
+
+/// Whether the poll set `set` has an event waiting, and, if the socket `socket` (parked: out
+/// of that set) has one, whether it is readable and whether its read side is closed: one
+/// `poll(2)` without waiting, which takes nothing from either.
+fn readiness(
+    set: BorrowedFd<'_>,
+    socket: BorrowedFd<'_>,
+) -> io::Result<(bool, Option<(bool, bool)>)> {
+    use rustix::event::{PollFd, PollFlags, Timespec};
+    let closed = PollFlags::HUP | PollFlags::ERR | PollFlags::RDHUP;
+    let mut fds = [
+        PollFd::from_borrowed_fd(set, PollFlags::IN),
+        PollFd::from_borrowed_fd(socket, PollFlags::IN | PollFlags::RDHUP),
+    ];
+    let now = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    rustix::event::poll(&mut fds, Some(&now))?;
+    let set_ready = !fds[0].revents().is_empty();
+    let r = fds[1].revents();
+    let socket_ready =
+        (!r.is_empty()).then(|| (r.intersects(PollFlags::IN | closed), r.intersects(closed)));
+    Ok((set_ready, socket_ready))
 }
 
 #[cfg(test)]
@@ -1250,6 +1325,65 @@ mod tests {
         r.deregister(&ours);
     }
 
+    /// The upcall thread's look (`poll_now`) asks a parked socket and the set together and
+    /// leaves the socket out: quiet, nothing; bytes or the peer's close, the socket's entry
+    /// reported (the bytes left for its reader); an event elsewhere or a wake-up, handled
+    /// as by a poll. Without the socket's descriptor, the usual way: put back and polled.
+    #[test]
+    fn the_upcall_threads_look_leaves_a_parked_socket_out() {
+        let (r, ours, mut peer, token) = parking_fixture();
+        let ours: &'static UnixStream = Box::leak(Box::new(ours));
+        let listener = r
+            .add_listener(TcpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap())
+            .unwrap();
+        let look = |r: &Reactor<&'static str>| {
+            let mut seen = Vec::new();
+            let polled = r.poll_now(
+                |_| Some(ours.as_fd()),
+                |ev| seen.push((conn(Some(ev.entry)), ev.readable, ev.read_closed)),
+            );
+            assert_eq!(polled.events, seen.len());
+            seen
+        };
+        assert!(park(&r, ours, token));
+        assert_eq!(look(&r), []);
+        assert_eq!(r.parked_token.load(Ordering::Relaxed), token);
+
+        peer.write_all(b"x").unwrap();
+        assert_eq!(look(&r), [(Some("ours"), true, false)]);
+        assert_eq!(r.parked_token.load(Ordering::Relaxed), token, "still out");
+        let mut buf = [0u8; 8];
+        assert_eq!(
+            (&*ours).read(&mut buf).unwrap(),
+            1,
+            "the bytes stay for the reader"
+        );
+
+        let _client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        assert_eq!(look(&r), [(None, true, false)], "the listener's event");
+        assert_eq!(r.parked_token.load(Ordering::Relaxed), token);
+
+        r.wake();
+        assert_eq!(look(&r), []);
+        assert_eq!(r.parked_token.load(Ordering::Relaxed), token);
+        let (_, woken) = r
+            .poll_locked(&mut lock(&r.poll), Some(Duration::ZERO), true, |_| {})
+            .unwrap();
+        assert!(woken, "the wake-up is posted again for the next poll");
+
+        drop(peer);
+        assert_eq!(look(&r), [(Some("ours"), true, true)], "the peer's close");
+        assert_eq!(r.parked_token.load(Ordering::Relaxed), token);
+
+        let polled = r.poll_now(|_| None, |_| {});
+        assert_eq!(
+            polled.events, 1,
+            "put back, and its close reported by the set"
+        );
+        assert_eq!(r.parked_token.load(Ordering::Relaxed), NOT_PARKED);
+        r.deregister(ours);
+    }
+
     /// A writer that needs the writable event of a parked socket puts it back with that
     /// interest; dropping the interest while it is out leaves it out.
     #[test]
@@ -1388,7 +1522,11 @@ mod tests {
     fn a_wake_up_is_not_lost_by_a_look_at_the_loop() {
         let r: Reactor<u32> = Reactor::new().unwrap();
         r.wake();
-        assert_eq!(r.poll_now(|_| panic!("no entry registered")).events, 0);
+        assert_eq!(
+            r.poll_now(|_| None, |_| panic!("no entry registered"))
+                .events,
+            0
+        );
         let start = std::time::Instant::now();
         let n = r
             .poll(Some(Duration::from_secs(10)), |_| {})
@@ -1464,7 +1602,7 @@ mod tests {
         // a wake-up, so the leader's next poll returns at once.
         r.arm_alarm(Instant::now() + Duration::from_millis(1));
         std::thread::sleep(Duration::from_millis(5));
-        let looked = r.poll_now(|_| panic!("no entry registered"));
+        let looked = r.poll_now(|_| None, |_| panic!("no entry registered"));
         assert!(looked.alarm && looked.events == 0);
         let start = Instant::now();
         let polled = r.poll(Some(Duration::from_secs(10)), |_| {}).unwrap();

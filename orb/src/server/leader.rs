@@ -41,8 +41,8 @@
 //!   (`stream::OWNED_WAIT`); every other read and write passes `MSG_DONTWAIT`.
 //! - For the run, the socket leaves the poll set (`Reactor::park`: the kernel's callback
 //!   into the set cost every message ~0.1 µs on each side), unless the standby is armed; any
-//!   poll, the standby's arming and a writer needing the writable event put it back, with
-//!   what arrived meanwhile reported. While the owner is in an upcall with the role left
+//!   poll (but the looks that ask the parked socket itself), the standby's arming and a
+//!   writer needing the writable event put it back, with what arrived meanwhile reported. While the owner is in an upcall with the role left
 //!   vacant unarmed, a request on its connection waits for the owner or the standby's tick,
 //!   as every event does in tick mode.
 //! - What the wait does not hear (a new connection on a listener, a connection another thread
@@ -75,6 +75,7 @@ use crate::server::dispatch::ReplyBody;
 use crate::stats::add_as_leader;
 use crate::upcall::{current_chain, current_depth, Upcall};
 use bytes::{Bytes, BytesMut};
+use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -181,9 +182,10 @@ impl Driver for OrbInner {
             return true;
         }
         let mut first = None;
-        let polled = self
-            .reactor
-            .poll_now(|ev| self.handle_ready(ev, &mut first));
+        let polled = self.reactor.poll_now(
+            |c| Some(c.socket().as_fd()),
+            |ev| self.handle_ready(ev, &mut first),
+        );
         if let Some(c) = first {
             self.reactor.push_ready(c);
         }
