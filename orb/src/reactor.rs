@@ -554,6 +554,26 @@ impl<E: Clone> Reactor<E> {
             .map(|s| s.entry.clone())
     }
 
+    /// The slot table's one connection, if it holds exactly one; whether it holds a
+    /// listener; and its change count, read under its lock so that it goes with what the
+    /// table held (for [`try_own`](Self::try_own)'s and
+    /// [`sole_unpolled`](Self::sole_unpolled)'s cached answers).
+    fn sole_conn(&self) -> (Option<E>, bool, u64) {
+        let slots = lock(&self.slots);
+        let (mut conns, mut listening, mut sole) = (0, false, None);
+        for (_, s) in slots.0.iter() {
+            match &s.entry {
+                Entry::Conn(c) => {
+                    conns += 1;
+                    sole = Some(c);
+                }
+                Entry::Listener(_) => listening = true,
+            }
+        }
+        let sole = sole.filter(|_| conns == 1).cloned();
+        (sole, listening, self.slots_changed.load(Ordering::Relaxed))
+    }
+
     /// Forgets a token.
     pub(crate) fn remove(&self, token: usize) {
         let mut g = lock(&self.slots);
@@ -874,23 +894,8 @@ impl<E: Clone> Reactor<E> {
                 None => return Own::No,
             },
             _ => {
-                let slots = lock(&self.slots);
-                let (mut conns, mut listening) = (0, false);
-                let mut sole = None;
-                for (_, s) in slots.0.iter() {
-                    match &s.entry {
-                        Entry::Conn(c) => {
-                            conns += 1;
-                            sole = Some(c);
-                        }
-                        Entry::Listener(_) => listening = true,
-                    }
-                }
-                let sole = sole
-                    .filter(|c| conns == 1 && ownable(c, listening))
-                    .cloned();
-                // Read under the lock, so that it goes with what the table held.
-                let changed = self.slots_changed.load(Ordering::Relaxed);
+                let (sole, listening, changed) = self.sole_conn();
+                let sole = sole.filter(|c| ownable(c, listening));
                 if sole.is_none() {
                     self.not_ownable_at.store(changed, Ordering::Relaxed);
                 }
@@ -956,18 +961,13 @@ impl<E: Clone> Reactor<E> {
         // The leader's lock, never contended here; a thread that holds it is polling, and
         // the turn polls after it.
         let mut g = self.poll.try_lock().ok()?;
-        // Read before the slot table: a change after this makes the cached answer stale.
-        let changed = self.slots_changed.load(Ordering::Acquire);
         let sole = match &g.unpolled_sole {
-            Some((seen, sole)) if *seen == changed => sole.clone(),
+            Some((seen, sole)) if *seen == self.slots_changed.load(Ordering::Acquire) => {
+                sole.clone()
+            }
             _ => {
-                let slots = lock(&self.slots);
-                let mut conns = slots.0.iter().map(|(_, s)| &s.entry);
-                let sole = match (conns.next(), conns.next()) {
-                    (Some(Entry::Conn(c)), None) => Some(c.clone()),
-                    _ => None,
-                };
-                drop(slots);
+                let (sole, listening, changed) = self.sole_conn();
+                let sole = sole.filter(|_| !listening);
                 g.unpolled_sole = Some((changed, sole.clone()));
                 sole
             }
