@@ -800,9 +800,13 @@ impl<E: Clone> Reactor<E> {
         let Ok(mut g) = self.poll.try_lock() else {
             return Polled::default();
         };
-        let mut parked_events = 0;
-        let mut keep_parked = false;
+        // (token, readable, read_closed) of a parked socket with an event; whether the set
+        // has one (None: not asked that way).
+        let mut parked = None;
+        let mut set_ready = None;
         if self.parked_token.load(Ordering::Relaxed) != NOT_PARKED {
+            // Held through the `ppoll` (its descriptor stays the parked entry's), not after:
+            // `lookup` and `handle` take locks that are taken before this one elsewhere.
             let parking = lock(&self.parking);
             if let Some((p, socket)) = parking
                 .parked
@@ -811,30 +815,33 @@ impl<E: Clone> Reactor<E> {
             {
                 match readiness(self.registry.as_fd(), socket) {
                     Ok((set, socket)) => {
-                        if let Some((readable, read_closed)) = socket {
-                            if let Some(entry) = self.lookup(p.token) {
-                                parked_events = 1;
-                                handle(Ready {
-                                    entry,
-                                    readable,
-                                    writable: false,
-                                    read_closed,
-                                });
-                            }
-                        }
-                        if !set {
-                            return Polled {
-                                events: parked_events,
-                                alarm: false,
-                            };
-                        }
-                        keep_parked = true;
+                        parked = socket.map(|(readable, closed)| (p.token, readable, closed));
+                        set_ready = Some(set);
                     }
                     // Asked the usual way instead: the socket put back, the set polled.
                     Err(e) => tracing::debug!(error = %e, "poll(2) of a parked socket failed"),
                 }
             }
         }
+        let mut parked_events = 0;
+        if let Some((token, readable, read_closed)) = parked {
+            if let Some(entry) = self.lookup(token) {
+                parked_events = 1;
+                handle(Ready {
+                    entry,
+                    readable,
+                    writable: false,
+                    read_closed,
+                });
+            }
+        }
+        if set_ready == Some(false) {
+            return Polled {
+                events: parked_events,
+                alarm: false,
+            };
+        }
+        let keep_parked = set_ready.is_some();
         let (mut polled, woken) =
             match self.poll_locked(&mut g, Some(Duration::ZERO), keep_parked, handle) {
                 Ok(r) => r,
