@@ -8,6 +8,7 @@
 #   examples/bench/syscalls.sh --workload lat-async  # any client workload (lat-async, big...)
 #   examples/bench/syscalls.sh --impl raw            # another implementation, both sides
 #   examples/bench/syscalls.sh --bin PATH            # a given orb-bench binary (no build)
+#   examples/bench/syscalls.sh --client-args '--client-threads 2'   # extra client arguments
 #
 # Needs perf (Debian: linux-perf) with access to the syscalls tracepoints (root, or
 # kernel.perf_event_paranoid <= -1), taskset and python3. Per call = the process's count over
@@ -16,13 +17,14 @@
 # per call is start-up or a periodic look. Found with it: PROFILE.md, "2026-11-29".
 set -euo pipefail
 
-workload=lat impl=orb bin=""
+workload=lat impl=orb bin="" client_args=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --workload) workload="$2"; shift ;;
         --impl) impl="$2"; shift ;;
         --bin) bin="$2"; shift ;;
-        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        --client-args) client_args="$2"; shift ;;
+        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
         *) echo "syscalls.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -67,7 +69,7 @@ perf stat -x, -e "$events" -p "$server" -o "$work/server.csv" &
 watcher=$!
 sleep 0.3 # perf attaches to the server's threads
 taskset -c 0 perf stat -x, -e "$events" -o "$work/client.csv" \
-    "$bin" client --port "$port" "$workload" --impl "$impl" > "$work/client.json" 2> "$work/client.err"
+    "$bin" client --port "$port" "$workload" --impl "$impl" $client_args > "$work/client.json" 2> "$work/client.err"
 kill -INT "$watcher"
 wait "$watcher" 2> /dev/null || true
 
