@@ -37,6 +37,7 @@ pub(crate) struct Stats {
     pub(crate) tls_errors: AtomicU64,
     pub(crate) owned_reads: AtomicU64,
     pub(crate) unpolled_reads: AtomicU64,
+    pub(crate) standby_arms: AtomicU64,
 }
 
 /// A snapshot of an ORB's counters.
@@ -124,6 +125,10 @@ pub struct OrbStats {
     /// whose fd the driver's runtime had just reported (a read that brings no frame polls
     /// after all).
     pub unpolled_reads: u64,
+    /// Times the pool armed its standby (one `epoll_ctl`, and one more to disarm it) for a
+    /// vacant leader role: before tick mode, around every upcall and every call of a caller
+    /// that leads its own wait; in tick mode, rarely (see `OrbBuilder::standby_tick`).
+    pub standby_arms: u64,
 }
 
 /// Adds `n` to a counter that only the leader writes (what it reads from the sockets: the
@@ -173,6 +178,7 @@ impl Stats {
             tls_errors: r(&self.tls_errors),
             owned_reads: r(&self.owned_reads),
             unpolled_reads: r(&self.unpolled_reads),
+            standby_arms: r(&self.standby_arms),
         }
     }
 

@@ -4,6 +4,7 @@
 //! within about a tick, long before that upcall ends, and the pool must go back to arming.
 
 use orb_tests::activate_node;
+use orb_tests::orbtest::{EchoClient, Payload};
 use orb_tests::orbtest::{NodeClient, PingRequest};
 use std::time::{Duration, Instant};
 
@@ -217,4 +218,90 @@ fn a_request_during_a_short_upcall_ends_tick_mode() {
          serialised them"
     );
     assert_eq!(server.stats().standby_tick_takeovers, 0);
+}
+
+/// A client ORB with pool threads whose one caller makes one call at a time reads its own
+/// replies and, in tick mode, leaves the leader role vacant unarmed between its calls (no
+/// `epoll_ctl` to arm the standby and none to disarm it, per call). `tick`: the client's.
+fn caller_with_pool(tick: Duration) -> (protorb::Orb, protorb::Orb, EchoClient) {
+    let server = server(Some(TICK));
+    let (_, r) = orb_tests::activate_echo(&server);
+    let client = protorb::Orb::builder()
+        .threads(2)
+        .standby_tick(Some(tick))
+        .no_listen()
+        .build()
+        .unwrap();
+    let stub = EchoClient::new(&client, r);
+    (server, client, stub)
+}
+
+fn echo(stub: &EchoClient, i: u32) {
+    let p = Payload {
+        thread: 7,
+        call: i,
+        data: i.to_le_bytes().repeat(8),
+    };
+    assert_eq!(stub.echo(p.clone()).expect("echo"), p, "call {i}");
+}
+
+/// The caller of a request-reply loop on a client with pool threads reads its own replies,
+/// and after the 64 unused arms that switch its pool to tick mode it no longer arms the
+/// standby for every call (before: one arm per call, and its disarm).
+#[test]
+fn a_caller_leading_its_own_calls_leaves_the_role_unarmed_in_tick_mode() {
+    let (_server, client, stub) = caller_with_pool(LONG_TICK);
+    orb_tests::within(120, move || {
+        let calls = 2000;
+        for i in 0..calls {
+            echo(&stub, i);
+        }
+        let s = client.stats();
+        // Before: a pool thread read every reply and woke the caller (it could not stand
+        // aside while the caller it had just woken was still listed as a follower).
+        assert!(
+            s.follower_wakeups < u64::from(calls) / 2,
+            "the caller was woken for {} of {calls} replies: it did not read its own",
+            s.follower_wakeups
+        );
+        // Before: one arm per call. A few runs of arms come back when the standby's wait
+        // lost its tick (an idle tick on a busy machine) until the caller reticks it.
+        assert!(
+            s.standby_arms < u64::from(calls) * 3 / 4,
+            "{} arms of the standby for {calls} one-at-a-time calls",
+            s.standby_arms
+        );
+    });
+}
+
+/// With the role left vacant unarmed by a caller that then stops calling, an asynchronous
+/// call's reply must not wait for the standby's tick (20 s here): starting the call arms the
+/// standby, which the reply wakes.
+#[test]
+fn an_asynchronous_call_after_a_callers_run_does_not_wait_for_the_tick() {
+    let tick = Duration::from_secs(20);
+    let (_server, client, stub) = caller_with_pool(tick);
+    orb_tests::within(120, move || {
+        for i in 0..300 {
+            echo(&stub, i);
+        }
+        for i in 0..5u32 {
+            let p = Payload {
+                thread: 8,
+                call: i,
+                data: vec![1; 64],
+            };
+            let start = Instant::now();
+            let got = futures::executor::block_on(stub.echo_async(p.clone())).expect("echo_async");
+            assert_eq!(got, p);
+            let took = start.elapsed();
+            assert!(
+                took < tick / 4,
+                "an asynchronous call took {took:?}: its reply waited for the tick"
+            );
+            // A blocking call between them leaves the role vacant again.
+            echo(&stub, 1000 + i);
+        }
+        assert_eq!(client.stats().standby_tick_takeovers, 0);
+    });
 }

@@ -458,6 +458,9 @@ impl OrbInner {
         })?;
         let entry = CallDeadline::Remote(sent.conn.clone(), sent.request_id, sent.version);
         let timer = self.set_call_timer(call.deadline, entry);
+        // In the timer table now: a caller leaving the role vacant from here on arms the
+        // standby; one that left it unarmed before is undone here.
+        self.lf.call_unwatched(self);
         Ok((sent, slot, timer))
     }
 

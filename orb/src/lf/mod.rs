@@ -99,9 +99,16 @@
 //! upcall thread disarmed itself, a pool built with a tick switches to tick mode: a leader
 //! leaving for an upcall leaves the role vacant *unarmed* and notes when (`vacant_since`),
 //! and the standby waits with the tick as its timeout instead. The rules:
-//! - Only a leader leaving for an upcall leaves the role unarmed (`promote_for_upcall`), and
-//!   only with no caller waiting for a reply: a caller leaving with its reply may not come
-//!   back soon, and another caller's reply must not wait for a tick. A caller that leads
+//! - A leader leaving for an upcall leaves the role unarmed (`promote_for_upcall`), and so
+//!   does a caller that has read its own reply on a client that does not listen
+//!   (`leave_with_reply`, `promote_for_caller`: the caller of a request-reply loop is back
+//!   within microseconds, and arming and disarming for it were two system calls a call);
+//!   either only with no caller waiting for a reply (another caller's reply must not wait
+//!   for a tick), and the caller's only with no asynchronous call in flight, whose reply no
+//!   thread waits for: starting one arms a vacancy left unarmed (`call_unwatched`; the
+//!   mark and the timer table are each written before the other is read, sequentially
+//!   consistent, so one of the two sides sees the other). A caller that does not come back
+//!   is covered by the tick as a long upcall is. A caller that leads
 //!   and gets its reply *inside* an upcall of this pool (a nested call) counts as leaving
 //!   for that upcall: its thread goes back to user code that ends in `user_code_done` and a
 //!   reply, then leads again, as after any upcall.
@@ -283,6 +290,14 @@ pub(crate) trait Driver {
     fn has_pending_work(&self) -> bool {
         true
     }
+    /// Whether replies may come that no thread waits for in the pool (asynchronous calls
+    /// in flight): a caller leaving with its reply then arms the standby, as before tick
+    /// mode (see [`Lf::leave_with_reply`]). Read after the vacancy is marked
+    /// (`Lf::tick_vacant`, sequentially consistent); whoever starts such a call marks it
+    /// the same way and then looks at `tick_vacant` ([`Lf::call_unwatched`]).
+    fn calls_unwatched(&self) -> bool {
+        true
+    }
     /// Looks at the event loop without waiting: whether events arrived (they stay queued for
     /// the next [`lead`](Self::lead)). Called by an upcall thread while the role may be
     /// vacant; false if someone else is polling (that one sees the events). Events it takes
@@ -391,6 +406,15 @@ enum Wake {
 }
 
 impl State {
+    /// Whether a caller waits in the pool for its reply: a bound follower whose completion
+    /// has not come (one just handed its reply, not yet back under this lock to leave the
+    /// list, waits for nothing).
+    fn callers_waiting(&self) -> bool {
+        self.followers
+            .iter()
+            .any(|f| !f.unbound && !f.is_complete())
+    }
+
     /// Whether an idle pool thread waits to be promoted: the standby or an unbound follower.
     fn has_waiting_unbound(&self) -> bool {
         self.standby.is_some() || self.followers.iter().any(|f| f.unbound)
@@ -880,6 +904,25 @@ impl Lf {
             } else {
                 Wake::Nobody
             }
+        };
+        notify(next, driver);
+    }
+
+    /// [`leave`](Self::leave) for good by a caller that has just read its own reply
+    /// (`OrbInner::read_own_reply`: an ORB that does not listen). In tick mode, under the
+    /// same conditions as a leader leaving for an upcall and with no asynchronous call in
+    /// flight, the role is left vacant unarmed: the caller of a request-reply loop is back
+    /// within microseconds and takes it again (disarming an armed standby and arming it
+    /// again were two system calls per call). If it does not come back, the standby's tick
+    /// takes over, as from a long upcall: nothing waits longer than about a tick, once.
+    pub(crate) fn leave_with_reply<D: Driver>(&self, p: &Participant, driver: &D) {
+        let next = {
+            let mut st = lock(&self.state);
+            if st.leader != Some(p.id) {
+                drop(st);
+                return self.leave(p, driver, false);
+            }
+            self.promote_for_caller(&mut st, driver)
         };
         notify(next, driver);
     }

@@ -27,14 +27,15 @@ impl Lf {
     /// [`promote_locked`](Self::promote_locked), lazily, by a leader leaving for an upcall:
     /// in tick mode, with the standby ticking, nothing pending and no caller waiting for a
     /// reply, the role is left vacant unarmed (the standby's tick covers it, and the upcall
-    /// thread comes back to lead). Only here: a thread leaving the pool for good (a caller
-    /// with its reply) may not come back for a long time, and a caller's reply must not wait
-    /// for a tick.
+    /// thread comes back to lead). A caller's reply must not wait for a tick; a caller
+    /// leaving with its own reply has rules of its own ([`promote_for_caller`]).
+    ///
+    /// [`promote_for_caller`]: Self::promote_for_caller
     pub(super) fn promote_for_upcall<D: Driver>(&self, st: &mut State, driver: &D) -> Wake {
         if st.tick_mode
             && st.ticking
             && st.standby.is_some()
-            && !st.followers.iter().any(|f| !f.unbound)
+            && !st.callers_waiting()
             && !driver.has_pending_work()
         {
             // No system call.
@@ -51,13 +52,64 @@ impl Lf {
         self.promote_locked(st, driver, true)
     }
 
+    /// [`promote_locked`](Self::promote_locked) for a caller leaving with its reply
+    /// ([`leave_with_reply`](Self::leave_with_reply)): the role left vacant unarmed under
+    /// `promote_for_upcall`'s conditions, unless replies may come that no thread waits for
+    /// (`Driver::calls_unwatched`, asked after the vacancy is marked: a call started
+    /// meanwhile sees the mark, [`call_unwatched`](Self::call_unwatched)). The vacancy is
+    /// not this thread's upcall: `user_code_done`'s rule for short upcalls (look once in
+    /// `LOOK_EVERY`) applies to the caller's next call as to an upcall thread's reply.
+    pub(super) fn promote_for_caller<D: Driver>(&self, st: &mut State, driver: &D) -> Wake {
+        if st.tick_mode
+            && st.ticking
+            && st.standby.is_some()
+            && !st.callers_waiting()
+            && !driver.has_pending_work()
+        {
+            st.leader = None;
+            let now = Instant::now();
+            st.vacant_since = Some(now);
+            self.tick_vacant.store(true, Ordering::SeqCst);
+            if !driver.calls_unwatched() {
+                VACATED.with(|v| v.set(Some(now)));
+                st.vacancies += 1;
+                return Wake::Nobody;
+            }
+            self.clear_vacancy(st);
+        }
+        self.promote_locked(st, driver, true)
+    }
+
+    /// Called by whoever has just started a call whose reply no thread will wait for in the
+    /// pool (an asynchronous call, once its deadline is in the timer table): a vacancy left
+    /// unarmed by a caller ([`promote_for_caller`](Self::promote_for_caller)) is armed (or
+    /// handed on), so that the reply does not wait for the standby's tick. One load when
+    /// there is none.
+    pub(crate) fn call_unwatched<D: Driver>(&self, driver: &D) {
+        if !self.tick_vacant.load(Ordering::SeqCst) {
+            return;
+        }
+        let next = {
+            let mut st = lock(&self.state);
+            if st.leader.is_some() || st.shutdown || st.vacant_since.is_none() {
+                return;
+            }
+            self.clear_vacancy(&mut st);
+            self.promote_locked(&mut st, driver, true)
+        };
+        notify(next, driver);
+    }
+
     /// Called by an unbound leader after its turn. If the turn handed a reply to a caller and
     /// no other caller waits, the role is given up: a caller in a request-reply loop comes
     /// back at once, and then waits for its next reply as the leader, reading it itself,
     /// instead of sleeping while a pool thread reads it and wakes it (a wake-up and two
     /// context switches per call, measured: `lat` with client pool threads). The role is
     /// left vacant with the standby armed (this thread, if that place is free), so an event
-    /// that arrives before a caller comes back is served as before.
+    /// that arrives before a caller comes back is served as before. The caller just handed
+    /// its reply does not count as waiting, though it may still be listed as a follower
+    /// (woken, not yet back under the lock): counting it, a pool thread on another CPU than
+    /// the caller's kept the role for good and woke the caller for every reply.
     pub(super) fn stand_aside<D: Driver>(&self, p: &Arc<Participant>, driver: &D) {
         let mut st = lock(&self.state);
         let handed = st.handed_reply.take() == Some(p.id);
@@ -65,7 +117,7 @@ impl Lf {
             || st.leader != Some(p.id)
             || st.shutdown
             || !driver.supports_standby()
-            || st.followers.iter().any(|f| !f.unbound)
+            || st.callers_waiting()
             || driver.has_pending_work()
         {
             return;

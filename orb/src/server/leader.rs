@@ -170,7 +170,15 @@ impl Driver for OrbInner {
     }
 
     fn arm_standby(&self, on: bool) -> bool {
+        if on {
+            // Under the promotion lock: one writer at a time.
+            add_as_leader(&self.stats.standby_arms, 1);
+        }
         self.reactor.arm_standby(on)
+    }
+
+    fn calls_unwatched(&self) -> bool {
+        self.call_deadlines.next_due().is_some() || !self.listen_addrs.is_empty()
     }
 
     fn has_pending_work(&self) -> bool {
@@ -464,7 +472,7 @@ impl OrbInner {
                 self.release_writes(&mut held);
                 // Nothing can be addressed to this caller's chain (`Lf::step_down_for`): it
                 // was neither a follower nor `coming`.
-                self.lf.leave(p, self, false);
+                self.lf.leave_with_reply(p, self);
                 return OwnReply::Read(r);
             }
             _ => self.handle_frame(conn.clone(), frame, p),
