@@ -32,19 +32,8 @@ impl Lf {
     ///
     /// [`promote_for_caller`]: Self::promote_for_caller
     pub(super) fn promote_for_upcall<D: Driver>(&self, st: &mut State, driver: &D) -> Wake {
-        if st.tick_mode
-            && st.ticking
-            && st.standby.is_some()
-            && !st.callers_waiting()
-            && !driver.has_pending_work()
-        {
+        if self.vacate_unarmed(st, driver, false) {
             // No system call.
-            st.leader = None;
-            let now = Instant::now();
-            st.vacant_since = Some(now);
-            VACATED.with(|v| v.set(Some(now)));
-            self.tick_vacant.store(true, Ordering::Relaxed);
-            st.vacancies += 1;
             return Wake::Nobody;
         }
         // Otherwise (also in tick mode while the standby is not ticking yet: see `retick`),
@@ -52,30 +41,45 @@ impl Lf {
         self.promote_locked(st, driver, true)
     }
 
-    /// [`promote_locked`](Self::promote_locked) for a caller leaving with its reply
-    /// ([`leave_with_reply`](Self::leave_with_reply)): the role left vacant unarmed under
-    /// `promote_for_upcall`'s conditions, unless replies may come that no thread waits for
-    /// (`Driver::calls_unwatched`, asked after the vacancy is marked: a call started
-    /// meanwhile sees the mark, [`call_unwatched`](Self::call_unwatched)). The vacancy is
-    /// not this thread's upcall: `user_code_done`'s rule for short upcalls (look once in
-    /// `LOOK_EVERY`) applies to the caller's next call as to an upcall thread's reply.
-    pub(super) fn promote_for_caller<D: Driver>(&self, st: &mut State, driver: &D) -> Wake {
-        if st.tick_mode
+    /// Leaves the role vacant unarmed if tick mode allows: the standby ticking, nothing
+    /// pending, no caller waiting for a reply, and for a `caller` leaving with its reply no
+    /// asynchronous call in flight (`Driver::calls_unwatched`, read after the vacancy is
+    /// marked: a call started meanwhile sees the mark, [`call_unwatched`](Self::call_unwatched)).
+    /// True if it did.
+    fn vacate_unarmed<D: Driver>(&self, st: &mut State, driver: &D, caller: bool) -> bool {
+        if !(st.tick_mode
             && st.ticking
             && st.standby.is_some()
             && !st.callers_waiting()
-            && !driver.has_pending_work()
+            && !driver.has_pending_work())
         {
-            st.leader = None;
-            let now = Instant::now();
-            st.vacant_since = Some(now);
+            return false;
+        }
+        st.leader = None;
+        let now = Instant::now();
+        st.vacant_since = Some(now);
+        if caller {
             self.tick_vacant.store(true, Ordering::SeqCst);
-            if !driver.calls_unwatched() {
-                VACATED.with(|v| v.set(Some(now)));
-                st.vacancies += 1;
-                return Wake::Nobody;
+            if driver.calls_unwatched() {
+                self.clear_vacancy(st);
+                return false;
             }
-            self.clear_vacancy(st);
+        } else {
+            self.tick_vacant.store(true, Ordering::Relaxed);
+        }
+        VACATED.with(|v| v.set(Some(now)));
+        st.vacancies += 1;
+        true
+    }
+
+    /// [`promote_locked`](Self::promote_locked) for a caller leaving with its reply
+    /// ([`leave_with_reply`](Self::leave_with_reply)): the role left vacant unarmed as for
+    /// an upcall, unless replies may come that no thread waits for. `user_code_done`'s rule
+    /// for short upcalls (look once in `LOOK_EVERY`) applies to the caller's next call as to
+    /// an upcall thread's reply.
+    pub(super) fn promote_for_caller<D: Driver>(&self, st: &mut State, driver: &D) -> Wake {
+        if self.vacate_unarmed(st, driver, true) {
+            return Wake::Nobody;
         }
         self.promote_locked(st, driver, true)
     }
