@@ -64,8 +64,9 @@
 //! the set but the look that ends a run (the owner reads the socket next) and the upcall
 //! thread's look at the loop (tick mode's [`poll_now`](Reactor::poll_now), which asks the
 //! socket and the set together with one `poll(2)`), the standby's arming (it watches the set
-//! for the vacant role), and a writer that needs the writable event (the owner takes a socket out only while no writable event is wanted:
-//! nothing queued, no drain watched). Putting back is an
+//! for the vacant role), and a writer that needs the writable event (the owner takes a
+//! socket out only while no writable event is wanted: nothing queued, no drain watched).
+//! Putting back is an
 //! `EPOLL_CTL_ADD`, which looks at the socket's readiness: bytes that arrived meanwhile are
 //! reported as a fresh event, so nothing is missed. A parked socket is heard by nobody but
 //! its owner: while the owner runs an upcall with the role left vacant unarmed (tick mode),
@@ -789,8 +790,7 @@ impl<E: Clone> Reactor<E> {
     /// of the set's fd and the socket's (no event is taken by that), and the set is polled
     /// only if it has something. Putting the socket back for the look and taking it out
     /// again after cost two `epoll_ctl`s more, in the middle of a request (PROFILE.md,
-    /// 2026-11-29).
-    /// `socket_of` gives a parked entry's socket (`None`: the usual way for it).
+    /// 2026-11-29). `socket_of` gives a parked entry's socket (`None`: the usual way for it).
     pub(crate) fn poll_now(
         &self,
         socket_of: impl for<'a> Fn(&'a E) -> Option<BorrowedFd<'a>>,

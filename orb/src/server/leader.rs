@@ -42,9 +42,9 @@
 //! - For the run, the socket leaves the poll set (`Reactor::park`: the kernel's callback
 //!   into the set cost every message ~0.1 µs on each side), unless the standby is armed; any
 //!   poll (but the looks that ask the parked socket itself), the standby's arming and a
-//!   writer needing the writable event put it back, with what arrived meanwhile reported. While the owner is in an upcall with the role left
-//!   vacant unarmed, a request on its connection waits for the owner or the standby's tick,
-//!   as every event does in tick mode.
+//!   writer needing the writable event put it back, with what arrived meanwhile reported.
+//!   While the owner is in an upcall with the role left vacant unarmed, a request on its
+//!   connection waits for the owner or the standby's tick, as every event does in tick mode.
 //! - What the wait does not hear (a new connection on a listener, a connection another thread
 //!   registers, timers, the waker: shutdown, say) waits at most `reactor::OWNED_RUN` (a run of
 //!   owned reads then ends with a look at the poll set) plus one receive timeout, rounded up to the kernel's
