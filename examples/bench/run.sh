@@ -12,7 +12,9 @@
 # (the orb client ORB has 0 pool threads for lat and big, 2 for tput; see orb-bench's docs),
 # stops the server with SIGTERM and keeps both JSON lines, so the server's context switches per
 # call belong to that workload alone. Then `nest --depth 1000 --threads 1` (two processes), and
-# the same with `--bidir` (callbacks over the caller's connection).
+# the same with `--bidir` (callbacks over the caller's connection). `lat_pool` is orb's lat
+# again with the client ORB's default 2 pool threads (a row without a target: what a caller
+# on a default ORB sees; the pool threads must not cost it a wake-up or a system call).
 # The raw records and the table go to $CARGO_TARGET_DIR/orb-bench/ (default target/).
 #
 # lat also runs `--impl raw-epoll` (a diagnostic, not a target: raw with an epoll wait before
@@ -152,7 +154,8 @@ record() {
 }
 
 # one RUN IMPL NAME [ARGS...]: one client run against a fresh server. NAME is the workload
-# (lat, tput, big) or tput_split: tput with the server on CPU 0 and the client on CPU 1.
+# (lat, tput, big), tput_split: tput with the server on CPU 0 and the client on CPU 1, or
+# lat_pool: lat (pinned alike) with ARGS `--client-threads 2`.
 one() {
     local run="$1" imp="$2" name="$3" wl="$3"
     shift 3
@@ -160,6 +163,7 @@ one() {
     case "$name" in
         tput | tput-async) scpu=""; ccpu="" ;;
         tput_split) wl=tput; scpu=0; ccpu=1 ;;
+        lat_pool) wl=lat ;;
     esac
     start_server "$imp" "$threads" "$scpu" || { failed=1; return 0; }
     local client
@@ -199,8 +203,9 @@ for run in $(seq 1 "$runs"); do
     # Order: the two numbers of a ratio with a target run back to back (orb lat-async just
     # before orb lat, then raw, then omniORB), because this VM's speed drifts between runs a
     # minute apart (PROFILE.md, 2026-11-26: per-run lat p50 ratios of 1.81, 0.99 and 1.83).
-    for wl in lat-async lat tput $split_tput tput-async big; do
+    for wl in lat-async lat_pool lat tput $split_tput tput-async big; do
         case "$wl" in
+            lat_pool) impls="orb" ;;
             lat) impls="orb raw $omni_impl raw-epoll orb-tls tonic" ;;
             lat-async) impls="tonic orb" ;;
             tput-async) impls="orb tonic" ;;
@@ -211,6 +216,7 @@ for run in $(seq 1 "$runs"); do
             case "$wl" in
                 tput-async) one "$run" "$imp" "$wl" 1000 ;;
                 tput*) one "$run" "$imp" "$wl" 32 ;;
+                lat_pool) one "$run" "$imp" "$wl" --client-threads 2 ;;
                 *) one "$run" "$imp" "$wl" ;;
             esac
         done

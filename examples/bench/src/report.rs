@@ -103,6 +103,16 @@ impl Data {
         )
     }
 
+    /// Per run: orb's `lat_pool` p50 (2 client pool threads) over raw's `lat` p50.
+    fn lat_pool_ratios(&self) -> Vec<f64> {
+        self.ratios(
+            ("orb", "lat_pool", "p50_us"),
+            ("raw", "lat", "p50_us"),
+            "client",
+            "client",
+        )
+    }
+
     fn field(&self, run: u64, (imp, wl, f): (&str, &str, &str), side: &str) -> Option<f64> {
         let r = self.get(run, imp, wl)?;
         let obj = if side == "client" {
@@ -218,6 +228,15 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
         true,
     );
     row("lat p99 (µs)", "lat", "p99_us", "≤ 2 × raw", 2.0, 2.0, true);
+    // lat with the client ORB's default 2 pool threads (`lat_pool`): no target of its own.
+    if !d.series("orb", "lat_pool", "client", "p50_us").is_empty() {
+        println!(
+            "| lat p50, client ORB with 2 pool threads (its default; µs) | {} | {} | {} | (no target) | |",
+            fmt(d.med("orb", "lat_pool", "client", "p50_us")),
+            fmt(d.med("raw", "lat", "client", "p50_us")),
+            fmt(median(d.lat_pool_ratios())),
+        );
+    }
     row(
         &format!("tput {tput_threads} (calls/s; orb: 1 connection, 2 server threads)"),
         "tput",
@@ -329,6 +348,10 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
         let v = d.ratios(("orb", wl, f), ("raw", wl, f), "client", "client");
         println!("- {name}: {}", list(v));
     }
+    let v = d.lat_pool_ratios();
+    if !v.is_empty() {
+        println!("- lat p50, 2 client pool threads: {}", list(v));
+    }
     println!("- nest ÷ lat p50: {}", list(d.nest_per_lat("orb")));
     let v = d.nest_per_lat("orb-bidir");
     if !v.is_empty() {
@@ -348,6 +371,7 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for wl in [
         "lat",
+        "lat_pool",
         "lat-async",
         "tput",
         "tput_split",
