@@ -292,8 +292,12 @@ impl Alarm {
         })
     }
 
+    /// `t` in nanoseconds since `epoch`, at least 1 (0 means not armed); a time over 584
+    /// years away saturates instead of wrapping to an early one.
     fn ns(&self, t: Instant) -> u64 {
-        (t.saturating_duration_since(self.epoch).as_nanos() as u64).max(1)
+        u64::try_from(t.saturating_duration_since(self.epoch).as_nanos())
+            .unwrap_or(u64::MAX)
+            .max(1)
     }
 
     /// Arms the timerfd for `at` unless it is armed for `at` or earlier.
@@ -427,6 +431,14 @@ impl<E: Clone> Reactor<E> {
     /// alarm moves earlier.
     pub(crate) fn arm_alarm(&self, at: Instant) {
         self.alarm.arm(at);
+    }
+
+    /// Arms the alarm for `at` unless it is armed for `at` or earlier (no system call then),
+    /// and says whether it covers `at`: a poll without a timeout then ends by `at` (false
+    /// if arming failed; the poller then needs its timeout).
+    pub(crate) fn alarm_covers(&self, at: Instant) -> bool {
+        self.alarm.arm(at);
+        self.alarm_works()
     }
 
     /// Whether the alarm has armed whenever asked, so that a poller needs no timeout for the
@@ -1574,6 +1586,46 @@ mod tests {
         assert!(!event_fd_readable(&r), "only the first watcher is woken");
         r.wake_watcher();
         assert!(event_fd_readable(&r), "a watcher was not told of work left");
+    }
+
+    /// A deadline the alarm covers needs no poll timeout (a leader waiting for its reply,
+    /// `OrbInner::poll_timeout`): covering it arms the alarm once, a later deadline is
+    /// covered as it stands (no system call), and the poll ends by the deadline. A deadline
+    /// centuries away (a huge call timeout) saturates instead of wrapping to an early alarm.
+    /// The hang guard is the poll's own 10 s timeout (the deadline is 20 ms away).
+    #[test]
+    fn a_deadline_the_alarm_covers_ends_a_poll_without_a_timeout() {
+        let r: Reactor<u32> = Reactor::new().unwrap();
+        let hour = Instant::now() + Duration::from_secs(3600);
+        assert!(r.alarm_covers(hour));
+        let armed = r.alarm_armed().expect("armed");
+        assert!(r.alarm_covers(hour + Duration::from_secs(60)));
+        assert_eq!(r.alarm_armed(), Some(armed), "covered already: not moved");
+
+        let start = Instant::now();
+        assert!(r.alarm_covers(start + Duration::from_millis(20)));
+        assert!(r.alarm_armed().expect("armed") < armed, "moved earlier");
+        let polled = r
+            .poll(Some(Duration::from_secs(10)), |_| {
+                panic!("no entry registered")
+            })
+            .unwrap();
+        assert!(polled.alarm, "the alarm ended the poll");
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the alarm did not fire"
+        );
+
+        let centuries = Duration::from_secs(600 * 365 * 86_400);
+        if let Some(far) = Instant::now().checked_add(centuries) {
+            let r: Reactor<u32> = Reactor::new().unwrap();
+            assert!(r.alarm_covers(far));
+            let armed = r.alarm_armed().expect("armed");
+            assert!(
+                armed > Duration::from_secs(500 * 365 * 86_400),
+                "armed {armed:?} after the epoch: wrapped"
+            );
+        }
     }
 
     /// The alarm wakes a poll without a timeout and the standby's wait, armed or not, and

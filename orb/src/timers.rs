@@ -6,6 +6,14 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+/// The earlier of two optional instants (of two timers, say): `None` only if both are.
+pub(crate) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// The leader's timers and the inbound connection count (see the module docs). Times are
 /// nanoseconds since `epoch` in atomics, so the leader reads one to know whether a timer is
 /// set; 0 means none.

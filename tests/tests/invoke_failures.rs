@@ -132,6 +132,110 @@ fn timeout_cancels_and_the_connection_keeps_working() {
     server.shutdown();
 }
 
+/// A caller that leads waits in the poll without a timeout, its deadline covered by the
+/// ORB's alarm (`OrbInner::poll_timeout`). After a call with a long timeout has armed the
+/// alarm far ahead, a call with a short one must move it earlier: it times out at its own
+/// deadline, not when the slow reply (5 s) or the long deadline (60 s) comes. The client
+/// listens, so its caller leads the general loop (no owned read of its reply).
+#[test]
+fn a_short_deadline_after_a_long_one_still_ends_the_wait() {
+    let server = protorb::Orb::builder().threads(2).build().unwrap();
+    let (_s, r) = activate_echo(&server);
+    let client_orb = protorb::Orb::builder().threads(0).build().unwrap();
+    let c = EchoClient::new(&client_orb, r);
+    let payload = Payload {
+        thread: 1,
+        call: 1,
+        data: vec![7],
+    };
+    let reply = c
+        .echo_with_timeout(payload.clone(), Duration::from_secs(60))
+        .unwrap();
+    assert_eq!(reply.data, vec![7]);
+    let started = Instant::now();
+    let err = c
+        .sleep_with_timeout(SleepRequest { millis: 5000 }, Duration::from_millis(100))
+        .unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(err.kind(), Some(K::TIMEOUT), "{err}");
+    assert!(
+        took < Duration::from_millis(2500),
+        "a 100 ms call returned after {took:?}"
+    );
+    // And the long deadline's alarm, still armed, does not disturb the next calls.
+    for i in 0..100 {
+        let reply = c
+            .echo_with_timeout(
+                Payload {
+                    call: i,
+                    ..payload.clone()
+                },
+                Duration::from_secs(60),
+            )
+            .unwrap();
+        assert_eq!((reply.call, reply.data.as_slice()), (i, &[7][..]));
+    }
+    client_orb.shutdown();
+    server.shutdown();
+}
+
+/// Callers waiting as followers wait without a timed wait, their deadlines kept by the
+/// ORB's alarm (`Lf::wake_timed`). On a client with no pool threads, a first caller with a
+/// 4 s timeout leads (its request is at the server, which sleeps 10 s); six more callers,
+/// with timeouts of 100 to 600 ms, wait as its followers. Each ends in TIMEOUT, not before
+/// its own deadline and well before the leader's (which would wake them otherwise); the
+/// leader at its own; then the connection still answers. The server has a thread per sleep
+/// and one more to read their cancellations.
+#[test]
+fn waiting_callers_each_time_out_at_their_own_deadline() {
+    let server = protorb::Orb::builder().threads(10).build().unwrap();
+    let (_s, r) = activate_echo(&server);
+    let client_orb = protorb::Orb::builder().threads(0).build().unwrap();
+    let c = Arc::new(EchoClient::new(&client_orb, r));
+    let call = |timeout: Duration| {
+        let c = c.clone();
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            let r = c.sleep_with_timeout(SleepRequest { millis: 10_000 }, timeout);
+            (timeout, r, started.elapsed())
+        })
+    };
+    let leader = call(Duration::from_secs(4));
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while server.stats().requests_received == 0 {
+        assert!(Instant::now() < give_up, "the first request never arrived");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let followers: Vec<_> = (1..=6u64)
+        .map(|i| call(Duration::from_millis(100 * i)))
+        .collect();
+    for t in followers.into_iter().chain([leader]) {
+        let (timeout, r, took) = t.join().unwrap();
+        let err = r.expect_err("a 10 s sleep answered within its timeout");
+        assert_eq!(err.kind(), Some(K::TIMEOUT), "{err}");
+        assert!(
+            took >= timeout,
+            "{timeout:?} call timed out early, after {took:?}"
+        );
+        let bound = if timeout < Duration::from_secs(1) {
+            Duration::from_millis(2500)
+        } else {
+            timeout + Duration::from_secs(4)
+        };
+        assert!(took < bound, "{timeout:?} call returned after {took:?}");
+    }
+    let reply = c
+        .echo(Payload {
+            thread: 1,
+            call: 1,
+            data: vec![3],
+        })
+        .unwrap();
+    assert_eq!(reply.data, vec![3]);
+    client_orb.shutdown();
+    server.shutdown();
+}
+
 fn spawn_server(port: u16) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_orb-test-server"))
         .args(["--port", &port.to_string()])

@@ -7,7 +7,7 @@
 //!
 //! | what | protected by | who may touch it |
 //! |---|---|---|
-//! | `leader`, the follower stack, the standby (`standby`, `armed`, `in_standby`, tick mode), `shutdown` | the promotion lock (`Lf::state`; `armed` is an atomic changed only under it, read without it as a hint) | any participant, briefly |
+//! | `leader`, the follower stack and its deadlines (`timed`), the standby (`standby`, `armed`, `in_standby`, tick mode), `shutdown` | the promotion lock (`Lf::state`; `armed` is an atomic changed only under it, read without it as a hint) | any participant, briefly |
 //! | a participant's completion slot | its own mutex; written before the promotion lock is taken to notify | the leader (reply), `close`, the owner |
 //! | a task's completion slot and `Waker` (an asynchronous call: `waiter.rs`) | its own mutex; the waker is called after it is released | the leader (reply, deadline), `close`, the future |
 //! | the reactor (`mio::Poll`) | the leader role | the leader only |
@@ -43,6 +43,16 @@
 //!   makes nested callbacks with one thread per process work).
 //! - A reply is stored in the waiter's slot before the promotion lock is taken to notify it, and
 //!   the waiter checks its slot under that lock before sleeping: no lost wake-up.
+//! - A follower with a deadline sleeps without a timeout when the event loop's alarm (the
+//!   reactor's timerfd) goes off by that deadline (`Driver::cover_deadline`, asked under the
+//!   promotion lock once the follower is listed in `timed`; it arms the alarm only if it is
+//!   set later). Whoever takes the alarm's expiry wakes the followers whose deadline passed
+//!   and arms the alarm for the others ([`Lf::wake_timed`], under the promotion lock: a
+//!   follower listed meanwhile is seen, or finds the alarm disarmed and arms it). A timed
+//!   sleep starts and cancels a kernel high-resolution timer every time (1.2 a call on a
+//!   `tput 32` client, PROFILE.md). The leader's poll hears the alarm at once; a leader in
+//!   an owned read at its run's end (`reactor::OWNED_RUN` plus a receive timeout), which
+//!   is how late a follower's deadline can then end its wait.
 //! - A pool thread that leads and reads a callback of a call a bound follower waits in (the
 //!   request carries that call's chain), with no idle pool thread to promote, hands the
 //!   callback and the role to that follower (`step_down_for`) instead of promoting it and
@@ -307,6 +317,13 @@ pub(crate) trait Driver {
     fn events_waiting(&self) -> bool {
         false
     }
+    /// Makes sure the event loop's alarm goes off by `deadline`, for a follower that waits
+    /// for it without a timed wait ([`Lf::wake_timed`] wakes it then): true if it will.
+    /// Asked under the promotion lock, after the follower is listed. False (the default):
+    /// the follower's wait is timed.
+    fn cover_deadline(&self, _deadline: Instant) -> bool {
+        false
+    }
     /// Counts a promotion.
     fn count_promotion(&self) {}
     /// Counts a follower wake-up.
@@ -322,6 +339,11 @@ struct State {
     leader: Option<u64>,
     /// LIFO stack of sleeping followers (top = last).
     followers: Vec<Arc<Participant>>,
+    /// Followers waiting without a timed wait for a deadline the event loop's alarm covers
+    /// (`Driver::cover_deadline`), by id: [`Lf::wake_timed`] wakes them once it passes.
+    /// An entry may outlive its wait (the follower promoted meanwhile): it goes when the
+    /// follower next looks at the state, or when its deadline is taken.
+    timed: Vec<(u64, Instant)>,
     /// The idle pool thread waiting in the reactor's standby poll set, if any.
     standby: Option<u64>,
     /// A thread is inside `Driver::wait_standby` (the standby, or the one just made leader
@@ -431,6 +453,9 @@ impl State {
     fn remove_follower(&mut self, id: u64) {
         if let Some(i) = self.followers.iter().rposition(|f| f.id == id) {
             self.followers.remove(i);
+        }
+        if !self.timed.is_empty() {
+            self.timed.retain(|&(t, _)| t != id);
         }
     }
 
@@ -738,7 +763,17 @@ impl Lf {
                         }
                     }
                     st.followers.push(p.clone());
-                    st = match deadline {
+                    // Listed first, then covered: an alarm that goes off meanwhile finds
+                    // the entry when it takes the promotion lock (`wake_timed`).
+                    let timed_wait = deadline.filter(|&d| {
+                        st.timed.push((p.id, d));
+                        let covered = driver.cover_deadline(d);
+                        if !covered {
+                            st.timed.pop();
+                        }
+                        !covered
+                    });
+                    st = match timed_wait {
                         None => p.cv.wait(st).unwrap_or_else(|e| e.into_inner()),
                         Some(d) => {
                             let left = d.saturating_duration_since(Instant::now());
@@ -1093,12 +1128,51 @@ impl Lf {
         lock(&self.state).has_idle_unbound()
     }
 
+    /// Wakes the followers waiting untimed for deadlines that have passed at `now` (the
+    /// event loop's alarm went off: `Driver::cover_deadline`); they see their deadline and
+    /// return [`Exit::TimedOut`]. Returns the earliest deadline still waited for, for the
+    /// alarm.
+    pub(crate) fn wake_timed(&self, now: Instant) -> Option<Instant> {
+        let mut due = Vec::new();
+        let next = {
+            let mut st = lock(&self.state);
+            if st.timed.is_empty() {
+                return None;
+            }
+            let State {
+                timed, followers, ..
+            } = &mut *st;
+            timed.retain(|&(id, d)| {
+                if d > now {
+                    return true;
+                }
+                // Not listed any more: promoted, it looks at its deadline as it leads.
+                if let Some(f) = followers.iter().find(|f| f.id == id) {
+                    due.push(f.clone());
+                }
+                false
+            });
+            timed.iter().map(|&(_, d)| d).min()
+        };
+        for f in due {
+            f.cv.notify_one();
+        }
+        next
+    }
+
+    /// The earliest deadline a follower waits for untimed ([`wake_timed`](Self::wake_timed)),
+    /// if any: the event loop's alarm must go off by then.
+    pub(crate) fn earliest_timed(&self) -> Option<Instant> {
+        lock(&self.state).timed.iter().map(|&(_, d)| d).min()
+    }
+
     /// Ends the pool: every participant returns `Exit::Shutdown` (bound ones once woken).
     pub(crate) fn shutdown<D: Driver>(&self, driver: &D) {
         let st = {
             let mut st = lock(&self.state);
             st.shutdown = true;
             self.shut.store(true, Ordering::Release);
+            st.timed.clear();
             std::mem::take(&mut st.followers)
         };
         for f in st {

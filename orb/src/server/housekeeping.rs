@@ -7,6 +7,7 @@ use crate::connection::{CloseCause, Expired, Origin};
 use crate::lf::Until;
 use crate::orb::OrbInner;
 use crate::reactor::Entry;
+use crate::timers::earliest;
 use std::io;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -18,49 +19,78 @@ impl OrbInner {
     /// So the clock is read only for a deadline: a server's leader, which has none, reads it
     /// not at all (the clock read and the timer arithmetic cost ~130 instructions a poll).
     /// Should the alarm have failed to arm, every poll reads the timers as well.
+    ///
+    /// A leader's own deadline (a caller waiting for its reply, a turn) needs no timeout
+    /// either once the alarm covers it, armed for it or earlier
+    /// ([`Reactor::alarm_covers`](crate::reactor::Reactor::alarm_covers)): the alarm then
+    /// ends the wait by the deadline, and the leader's loop returns for its caller to see
+    /// it. That costs a `timerfd_settime` only when the alarm must move earlier (for calls
+    /// that all have the same timeout, once per timeout period, as for the timers), where
+    /// an `epoll_wait` with a timeout starts and cancels a kernel high-resolution timer on
+    /// every wait (`nest`, whose callers wait in the poll: 3% a level, PROFILE.md). A
+    /// deadline that has passed keeps its poll that does not wait.
     pub(super) fn poll_timeout(&self, until: Option<Until>) -> Option<Duration> {
         if !self.reactor.alarm_works() {
             return self.poll_timeout_with_timers(until.map(|u| u.deadline));
         }
-        until.map(|u| u.left())
+        let u = until?;
+        let left = u.left();
+        if left.is_zero() || !self.reactor.alarm_covers(u.deadline) {
+            return Some(left);
+        }
+        None
     }
 
-    /// After the alarm fired: runs the timers that are due, and arms the alarm for those
-    /// left.
+    /// After the alarm fired: runs the timers that are due, wakes the callers whose
+    /// deadline passed while they waited untimed (`Lf::wake_timed`), and arms the alarm for
+    /// what is left of both.
     pub(super) fn run_due_timers(&self) {
         let now = Instant::now();
         if self.next_timer().is_some_and(|d| d <= now) {
             self.run_timers(now);
         }
-        self.rearm_alarm();
+        if let Some(d) = self.lf.wake_timed(now) {
+            self.reactor.arm_alarm(d);
+        }
+        self.rearm_timers();
     }
 
     /// The poll timeout without the alarm: until the leader's deadline or the next timer,
     /// whichever comes first; timers that are due run first.
     fn poll_timeout_with_timers(&self, deadline: Option<Instant>) -> Option<Duration> {
-        let mut due = self.next_timer();
+        // Callers covered by the alarm before it broke wait untimed: their deadlines count
+        // as timers.
+        let next = || earliest(self.next_timer(), self.lf.earliest_timed());
+        let mut due = next();
         if due.is_none() && deadline.is_none() {
             return None;
         }
         let now = Instant::now();
         if due.is_some_and(|d| d <= now) {
             self.run_timers(now);
-            due = self.next_timer();
+            self.lf.wake_timed(now);
+            due = next();
             if let Some(d) = due {
                 self.reactor.arm_alarm(d);
             }
         }
-        let until = match (deadline, due) {
-            (Some(a), Some(b)) => a.min(b),
-            (a, b) => a.or(b)?,
-        };
+        let until = earliest(deadline, due)?;
         Some(until.saturating_duration_since(now))
     }
 
-    /// Arms the reactor's alarm for the next timer, if one is set: after the alarm fired (it
-    /// may have been armed for a deadline since removed), and when a timer is set outside
+    /// Arms the reactor's alarm for the next timer and for the earliest deadline a caller
+    /// waits for untimed (`Lf::wake_timed`), if there are any: after the alarm fired (it may
+    /// have been armed for a deadline since removed), and when a timer is set outside
     /// [`poll_timeout`](Self::poll_timeout) (no system call unless the alarm moves earlier).
     pub(crate) fn rearm_alarm(&self) {
+        if let Some(d) = self.lf.earliest_timed() {
+            self.reactor.arm_alarm(d);
+        }
+        self.rearm_timers();
+    }
+
+    /// [`rearm_alarm`](Self::rearm_alarm) for the timers alone.
+    fn rearm_timers(&self) {
         if let Some(d) = self.next_timer() {
             self.reactor.arm_alarm(d);
         }

@@ -185,6 +185,10 @@ impl Driver for OrbInner {
         self.reactor.has_ready() || self.upcalls.has_parked()
     }
 
+    fn cover_deadline(&self, deadline: Instant) -> bool {
+        self.reactor.alarm_covers(deadline)
+    }
+
     fn events_waiting(&self) -> bool {
         if self.reactor.has_ready() {
             return true;
@@ -198,8 +202,9 @@ impl Driver for OrbInner {
             self.reactor.push_ready(c);
         }
         if polled.alarm {
-            // Taken here, where no timer may run: armed again for the timers left (the
-            // leader's next poll, woken, runs those that are due).
+            // Taken here, where no timer may run: armed again for the timers and the
+            // waiting callers' deadlines left (the leader's next poll, woken, runs those
+            // that are due).
             self.rearm_alarm();
         }
         let found = polled.events > 0;

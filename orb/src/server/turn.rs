@@ -197,9 +197,6 @@ impl OrbInner {
 
     /// When the leader's next timer is due, if one is set.
     pub(crate) fn next_timer(&self) -> Option<Instant> {
-        match (self.housekeeping.next_due(), self.call_deadlines.next_due()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        crate::timers::earliest(self.housekeeping.next_due(), self.call_deadlines.next_due())
     }
 }
