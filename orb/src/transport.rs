@@ -304,8 +304,23 @@ impl OrbInner {
         parts: [Bytes; 2],
     ) -> Result<(), SystemException> {
         match conn.send_parts(parts, &self.stats, &self.reactor) {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                self.after_send(conn);
+                Ok(())
+            }
             Err(e) => Err(self.write_failed(conn, e)),
+        }
+    }
+
+    /// After a frame was sent or queued on `conn`: if bytes are left queued (behind a full
+    /// socket, or for another thread writing), the writable event may be needed while no
+    /// thread watches the loop (the role left vacant unarmed in tick mode): it is armed
+    /// ([`Lf::expect_event`](crate::lf::Lf::expect_event)). Two loads when nothing is
+    /// left queued, one more when something is and no vacancy is unarmed.
+    #[inline]
+    fn after_send(&self, conn: &Arc<Connection>) {
+        if !conn.needs_no_writable_event() {
+            self.lf.expect_event(self);
         }
     }
 
@@ -350,7 +365,10 @@ impl OrbInner {
             conn.send_borrowed(frame, &self.stats, &self.reactor)
         });
         match offered {
-            Ok(None) => Ok(()),
+            Ok(None) => {
+                self.after_send(conn);
+                Ok(())
+            }
             Ok(Some(frame)) => self.send_now(conn, [frame, Bytes::new()]),
             Err(e) => Err(self.write_failed(conn, e)),
         }
@@ -369,7 +387,10 @@ impl OrbInner {
     ) -> Result<(), SystemException> {
         self.make_room(conn, queued, deadline)?;
         match conn.send_borrowed(frame, &self.stats, &self.reactor) {
-            Ok(true) => Ok(()),
+            Ok(true) => {
+                self.after_send(conn);
+                Ok(())
+            }
             Ok(false) => self.send_now(conn, [frame.split().freeze(), Bytes::new()]),
             Err(e) => Err(self.write_failed(conn, e)),
         }

@@ -4,7 +4,7 @@
 //! within about a tick, long before that upcall ends, and the pool must go back to arming.
 
 use orb_tests::activate_node;
-use orb_tests::orbtest::{EchoClient, Payload};
+use orb_tests::orbtest::{EchoClient, Payload, SleepRequest};
 use orb_tests::orbtest::{NodeClient, PingRequest};
 use std::time::{Duration, Instant};
 
@@ -302,6 +302,63 @@ fn an_asynchronous_call_after_a_callers_run_does_not_wait_for_the_tick() {
             // A blocking call between them leaves the role vacant again.
             echo(&stub, 1000 + i);
         }
+        assert_eq!(client.stats().standby_tick_takeovers, 0);
+    });
+}
+
+/// With the role left vacant unarmed by a caller that then sends oneways its peer does not
+/// read yet, the frames left queued behind the full socket must go out once the peer reads,
+/// not at the standby's next tick (an hour here): queuing them arms the standby, which the
+/// writable event wakes. The peer is a server with one pool thread, kept in a 2 s upcall by
+/// another client meanwhile; 32 MiB of oneways is more than the sockets' buffers hold.
+#[test]
+fn oneways_queued_behind_a_full_socket_do_not_wait_for_the_tick() {
+    let server = protorb::Orb::builder().threads(1).build().unwrap();
+    let (servant, r) = orb_tests::activate_echo(&server);
+    let client = protorb::Orb::builder()
+        .threads(2)
+        .standby_tick(Some(Duration::from_secs(3600)))
+        .max_queued_bytes(256 << 20)
+        .no_listen()
+        .build()
+        .unwrap();
+    let stub = EchoClient::new(&client, r.clone());
+    let other = protorb::Orb::builder()
+        .threads(0)
+        .no_listen()
+        .build()
+        .unwrap();
+    let blocker = EchoClient::new(&other, r);
+    orb_tests::within(120, move || {
+        for i in 0..300 {
+            echo(&stub, i);
+        }
+        let before = server.stats().requests_received;
+        let sleeper = std::thread::spawn(move || blocker.sleep(SleepRequest { millis: 2000 }));
+        while server.stats().requests_received == before {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let n = 32;
+        for i in 0..n {
+            let p = Payload {
+                thread: 9,
+                call: i,
+                data: vec![i as u8; 1 << 20],
+            };
+            stub.notify(p).expect("notify");
+        }
+        while servant.notified.lock().unwrap().len() < n as usize {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let got = servant.notified.lock().unwrap();
+        assert!(
+            got.iter()
+                .enumerate()
+                .all(|(i, p)| p.call == i as u32 && p.data.len() == 1 << 20),
+            "oneways lost or out of order"
+        );
+        drop(got);
+        assert!(!sleeper.join().unwrap().expect("sleep").cancelled);
         assert_eq!(client.stats().standby_tick_takeovers, 0);
     });
 }

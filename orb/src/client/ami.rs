@@ -460,7 +460,7 @@ impl OrbInner {
         let timer = self.set_call_timer(call.deadline, entry);
         // In the timer table now: a caller leaving the role vacant from here on arms the
         // standby; one that left it unarmed before is undone here.
-        self.lf.call_unwatched(self);
+        self.lf.expect_event(self);
         Ok((sent, slot, timer))
     }
 

@@ -115,10 +115,13 @@
 //!   within microseconds, and arming and disarming for it were two system calls a call);
 //!   either only with no caller waiting for a reply (another caller's reply must not wait
 //!   for a tick), and the caller's only with no asynchronous call in flight, whose reply no
-//!   thread waits for: starting one arms a vacancy left unarmed (`call_unwatched`; the
+//!   thread waits for: starting one arms a vacancy left unarmed (`expect_event`; the
 //!   mark and the timer table are each written before the other is read, sequentially
-//!   consistent, so one of the two sides sees the other). A caller that does not come back
-//!   is covered by the tick as a long upcall is. A caller that leads
+//!   consistent, so one of the two sides sees the other). A sender that leaves a frame
+//!   queued behind a full socket arms such a vacancy too (`expect_event`, from
+//!   `OrbInner::after_send`), for the writable event; that side has no mark the vacating
+//!   thread reads, so a vacancy made in the same instant leaves the frame to the tick. A
+//!   caller that does not come back is covered by the tick as a long upcall is. A caller that leads
 //!   and gets its reply *inside* an upcall of this pool (a nested call) counts as leaving
 //!   for that upcall: its thread goes back to user code that ends in `user_code_done` and a
 //!   reply, then leads again, as after any upcall.
@@ -304,7 +307,7 @@ pub(crate) trait Driver {
     /// in flight): a caller leaving with its reply then arms the standby, as before tick
     /// mode (see [`Lf::leave_with_reply`]). Read after the vacancy is marked
     /// (`Lf::tick_vacant`, sequentially consistent); whoever starts such a call marks it
-    /// the same way and then looks at `tick_vacant` ([`Lf::call_unwatched`]).
+    /// the same way and then looks at `tick_vacant` ([`Lf::expect_event`]).
     fn calls_unwatched(&self) -> bool {
         true
     }

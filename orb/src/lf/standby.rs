@@ -44,7 +44,7 @@ impl Lf {
     /// Leaves the role vacant unarmed if tick mode allows: the standby ticking, nothing
     /// pending, no caller waiting for a reply, and for a `caller` leaving with its reply no
     /// asynchronous call in flight (`Driver::calls_unwatched`, read after the vacancy is
-    /// marked: a call started meanwhile sees the mark, [`call_unwatched`](Self::call_unwatched)).
+    /// marked: a call started meanwhile sees the mark, [`expect_event`](Self::expect_event)).
     /// True if it did.
     fn vacate_unarmed<D: Driver>(&self, st: &mut State, driver: &D, caller: bool) -> bool {
         if !(st.tick_mode
@@ -84,12 +84,14 @@ impl Lf {
         self.promote_locked(st, driver, true)
     }
 
-    /// Called by whoever has just started a call whose reply no thread will wait for in the
-    /// pool (an asynchronous call, once its deadline is in the timer table): a vacancy left
-    /// unarmed by a caller ([`promote_for_caller`](Self::promote_for_caller)) is armed (or
-    /// handed on), so that the reply does not wait for the standby's tick. One load when
-    /// there is none.
-    pub(crate) fn call_unwatched<D: Driver>(&self, driver: &D) {
+    /// Called by whoever has just started something that an event of the loop will finish
+    /// and no thread waits for in the pool: an asynchronous call (once its deadline is in
+    /// the timer table), whose reply comes as an event; a frame left queued behind a full
+    /// socket, which goes out on the writable event. A vacancy left unarmed (tick mode: by
+    /// a caller, [`promote_for_caller`](Self::promote_for_caller), or for an upcall) is
+    /// armed (or handed on), so that the event does not wait for the standby's tick. One
+    /// load when there is none.
+    pub(crate) fn expect_event<D: Driver>(&self, driver: &D) {
         if !self.tick_vacant.load(Ordering::SeqCst) {
             return;
         }
