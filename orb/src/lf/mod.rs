@@ -1149,9 +1149,11 @@ impl Lf {
                 if d > now {
                     return true;
                 }
-                // Not listed any more: promoted, it looks at its deadline as it leads.
-                if let Some(f) = followers.iter().find(|f| f.id == id) {
-                    due.push(f.clone());
+                // Off the stack before it is signalled, as a promoted follower is, so that
+                // a leader does not promote it meanwhile. Not listed any more: promoted, it
+                // looks at its deadline as it leads.
+                if let Some(i) = followers.iter().position(|f| f.id == id) {
+                    due.push(followers.remove(i));
                 }
                 false
             });
