@@ -453,6 +453,11 @@ impl State {
         self.has_waiting_unbound() || !self.returning.is_empty()
     }
 
+    /// The earliest deadline in `timed`, if any.
+    fn earliest_timed(&self) -> Option<Instant> {
+        self.timed.iter().map(|&(_, d)| d).min()
+    }
+
     fn remove_follower(&mut self, id: u64) {
         if let Some(i) = self.followers.iter().rposition(|f| f.id == id) {
             self.followers.remove(i);
@@ -1157,7 +1162,7 @@ impl Lf {
                 }
                 false
             });
-            timed.iter().map(|&(_, d)| d).min()
+            st.earliest_timed()
         };
         for f in due {
             f.cv.notify_one();
@@ -1168,7 +1173,7 @@ impl Lf {
     /// The earliest deadline a follower waits for untimed ([`wake_timed`](Self::wake_timed)),
     /// if any: the event loop's alarm must go off by then.
     pub(crate) fn earliest_timed(&self) -> Option<Instant> {
-        lock(&self.state).timed.iter().map(|&(_, d)| d).min()
+        lock(&self.state).earliest_timed()
     }
 
     /// Ends the pool: every participant returns `Exit::Shutdown` (bound ones once woken).
