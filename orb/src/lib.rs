@@ -160,6 +160,7 @@ mod access;
 mod adapter;
 pub mod cdr;
 mod client;
+mod clock;
 #[doc(hidden)]
 pub mod codegen;
 mod config;

@@ -925,7 +925,10 @@ impl<E: Clone> Reactor<E> {
                 }
             }
         };
-        let now = now.unwrap_or_else(Instant::now);
+        // Else the reading the end of the last upcall's user code left (`clock.rs`): the
+        // reply's send ago. Taken either way, so no later step of the turn takes it.
+        let left = crate::clock::take_left();
+        let now = now.or(left).unwrap_or_else(Instant::now);
         match g.owned_until {
             None => {}
             // Time to look at the sources an owned read does not hear.

@@ -719,6 +719,7 @@ impl Lf {
                                 st.ticking = tick.is_some();
                                 let seen = st.vacancies;
                                 drop(st);
+                                crate::clock::forget_left();
                                 driver.wait_standby(tick);
                                 st = lock(&self.state);
                                 st.ticking = false;
@@ -781,6 +782,7 @@ impl Lf {
                         }
                         !covered
                     });
+                    crate::clock::forget_left();
                     st = match timed_wait {
                         None => p.cv.wait(st).unwrap_or_else(|e| e.into_inner()),
                         Some(d) => {

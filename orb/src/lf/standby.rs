@@ -19,8 +19,13 @@ std::thread_local! {
 /// Whether this thread left the role vacant for an upcall less than `d` ago. False if it
 /// never did (`user_code_done` also runs on threads that did not: they look). Under loom,
 /// always false, so that what the model runs does not depend on the clock.
+/// The clock reading is left for the thread's next turn (`clock.rs`): its owned read, which
+/// follows the reply's send.
 fn vacated_within(d: Duration) -> bool {
-    !cfg!(orb_loom) && VACATED.with(|v| v.get()).is_some_and(|t| t.elapsed() < d)
+    !cfg!(orb_loom)
+        && VACATED
+            .with(|v| v.get())
+            .is_some_and(|t| crate::clock::now_and_leave().saturating_duration_since(t) < d)
 }
 
 impl Lf {
@@ -56,7 +61,8 @@ impl Lf {
             return false;
         }
         st.leader = None;
-        let now = Instant::now();
+        // The reading the request's deadline took a moment ago, if it had one (`clock.rs`).
+        let now = crate::clock::left_or_now();
         st.vacant_since = Some(now);
         if caller {
             self.tick_vacant.store(true, Ordering::SeqCst);
@@ -142,6 +148,7 @@ impl Lf {
             }
             st.leader = None;
             st.followers.push(p.clone());
+            crate::clock::forget_left();
             drop(p.cv.wait(st).unwrap_or_else(|e| e.into_inner()));
         }
         // Else a thread just made leader from the standby is on its way out of the poll set
@@ -238,6 +245,7 @@ impl Lf {
         st.standby = Some(p.id);
         st.in_standby = true;
         drop(st);
+        crate::clock::forget_left();
         driver.wait_standby(None);
         let mut st = lock(&self.state);
         st.in_standby = false;

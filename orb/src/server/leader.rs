@@ -378,6 +378,7 @@ impl OrbInner {
                 }
             }
             let timeout = self.poll_timeout(until);
+            crate::clock::forget_left();
             match self
                 .reactor
                 .poll(timeout, |ev| self.handle_ready(ev, &mut first))
@@ -818,7 +819,11 @@ impl OrbInner {
                     .get(context_id::DEADLINE)
                     .and_then(|d| Deadline::with_chain_from(d).ok())
                 {
-                    Some((d, chain)) => (Some(Instant::now() + d.0), chain.map(|c| c.0)),
+                    // The reading is left for the vacancy this upcall leaves (`clock.rs`).
+                    Some((d, chain)) => (
+                        Some(crate::clock::now_and_leave() + d.0),
+                        chain.map(|c| c.0),
+                    ),
                     None => (None, None),
                 };
                 let request_id = h.request_id;
