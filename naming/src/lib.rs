@@ -764,6 +764,7 @@ mod tests {
             return; // The capture is little-endian; we write in native order.
         }
         let header = RequestHeader {
+            deadline: None,
             request_id: 8,
             response_flags: 0x03,
             target: TargetAddress::Key(Bytes::from_static(ROOT_KEY.as_bytes())),

@@ -58,6 +58,7 @@ const OMNI_NAMES_IOR: &str = concat!(
 /// The request header the ORB's client sends for a two-way call.
 fn header() -> RequestHeader {
     RequestHeader {
+        deadline: None,
         request_id: 2,
         response_flags: 0x03,
         target: TargetAddress::Key(Bytes::from_static(b"echo")),

@@ -123,6 +123,7 @@ fn request_header(id: u32, target: TargetAddress, op: &str, ctx: bool) -> Reques
             .push(Deadline(Duration::from_millis(250)).to_context());
     }
     RequestHeader {
+        deadline: None,
         request_id: id,
         response_flags: 3,
         target,

@@ -296,6 +296,7 @@ fn big_argument() -> Vec<u8> {
 /// the first piece (size 100 076) ends 8-aligned 4 bytes before the end, as in the capture.
 fn big_request_header() -> RequestHeader {
     RequestHeader {
+        deadline: None,
         request_id: 4,
         response_flags: 0x03,
         // 40-byte key: key @28..68, op "call" @68..77, context count @80, body @88.
@@ -464,6 +465,7 @@ fn cosnaming_resolve_reply_carries_an_inline_ior() {
 #[test]
 fn non_existent_request_has_no_trailing_padding() {
     let header = RequestHeader {
+        deadline: None,
         request_id: 4,
         response_flags: 0x03,
         target: key_name_service(),
@@ -559,6 +561,7 @@ fn bidir_context() {
 
     // Carried in a Request, as omniORB sends it on the first bidir call.
     let header = RequestHeader {
+        deadline: None,
         request_id: 2,
         response_flags: 0x03,
         target: key_name_service(),

@@ -63,6 +63,7 @@ fn announcement(request_id: u32, points: Vec<(String, u16)>) -> BytesMut {
     let mut ctx = ServiceContextList::default();
     ctx.0.push(BiDirListenPoints(points).to_context());
     let header = RequestHeader {
+        deadline: None,
         request_id,
         response_flags: 0,
         target: TargetAddress::Key(Bytes::from_static(b"nobody")),

@@ -413,6 +413,7 @@ fn trace_id_continues_across_a_nested_chain() {
 fn raw_request(id: u32, op: &str, contexts: Vec<protorb::giop::ServiceContext>) -> Bytes {
     use protorb::giop::{write_request, RequestHeader, ServiceContextList, TargetAddress, Version};
     let header = RequestHeader {
+        deadline: None,
         request_id: id,
         response_flags: 3,
         target: TargetAddress::Key(Bytes::from_static(b"echo")),

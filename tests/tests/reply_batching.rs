@@ -79,6 +79,7 @@ fn ping(id: u32, block: bool) -> Bytes {
     }
     .encode_to_vec();
     let header = RequestHeader {
+        deadline: None,
         request_id: id,
         response_flags: 3,
         target: TargetAddress::Key(Bytes::from_static(b"gate")),

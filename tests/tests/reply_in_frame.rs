@@ -28,6 +28,7 @@ use tokio_util::codec::Decoder;
 /// A request for operation `Echo` on object `echo`, its payload's encoding as parameters.
 fn request(version: Version, id: u32, payload: &Payload) -> BytesMut {
     let header = RequestHeader {
+        deadline: None,
         request_id: id,
         response_flags: 3,
         target: TargetAddress::Key(Bytes::from_static(b"echo")),

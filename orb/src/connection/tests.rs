@@ -75,6 +75,7 @@ fn large_frames_arrive_whole_between_small_ones() {
         .collect();
     for (i, body) in bodies.iter().enumerate() {
         let header = RequestHeader {
+            deadline: None,
             request_id: i as u32,
             response_flags: 3,
             target: TargetAddress::Key(Bytes::from_static(b"key")),
@@ -161,6 +162,7 @@ fn a_large_header_alone_reserves_a_bounded_buffer() {
     use crate::giop::{RequestHeader, ServiceContextList, TargetAddress};
     let body: Vec<u8> = (0..6 << 20).map(|i: usize| (i % 253) as u8).collect();
     let header = RequestHeader {
+        deadline: None,
         request_id: 7,
         response_flags: 3,
         target: TargetAddress::Key(Bytes::from_static(b"key")),
@@ -881,6 +883,7 @@ fn requests(bodies: &[(u32, usize)]) -> Vec<u8> {
     let mut data = BytesMut::new();
     for &(id, len) in bodies {
         let header = RequestHeader {
+            deadline: None,
             request_id: id,
             response_flags: 3,
             target: TargetAddress::Key(Bytes::from_static(b"key")),

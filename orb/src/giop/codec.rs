@@ -494,6 +494,7 @@ mod tests {
 
     fn request(id: u32, body_len: usize) -> BytesMut {
         let h = RequestHeader {
+            deadline: None,
             request_id: id,
             response_flags: 3,
             target: TargetAddress::Key(Bytes::from_static(b"key")),
@@ -704,6 +705,7 @@ mod tests {
     #[test]
     fn reassembles_a_1_1_chain() {
         let h = RequestHeader {
+            deadline: None,
             request_id: 3,
             response_flags: 3,
             target: TargetAddress::Key(Bytes::from_static(b"key")),
@@ -874,6 +876,7 @@ mod tests {
                     v,
                     order,
                     &RequestHeader {
+                        deadline: None,
                         request_id: 6,
                         response_flags: 0,
                         target: TargetAddress::Key(Bytes::from_static(b"k")),

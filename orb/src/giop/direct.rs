@@ -53,10 +53,12 @@ impl<'m> Direct<'m> {
     }
 
     /// The ServiceContextList whose count is at `at` (4-aligned), and the position after it.
+    /// `held(id, data)` may keep a context out of the list (true: it copied what it needs).
     #[inline]
     pub(super) fn contexts_at<const N: usize>(
         &self,
         at: usize,
+        mut held: impl FnMut(u32, &[u8]) -> bool,
     ) -> Option<(ServiceContextList<N>, usize)> {
         let count = self.u32_at(at)? as usize;
         let mut at = at + 4;
@@ -71,6 +73,9 @@ impl<'m> Direct<'m> {
             let id = self.u32_at(at)?;
             let data = self.octets_at(at + 4)?;
             at = data.end;
+            if held(id, &self.msg[data.clone()]) {
+                continue;
+            }
             list.0.push(ServiceContext {
                 id,
                 data: self.msg.slice(data),

@@ -178,7 +178,7 @@ fn decode_reply_1_2_fast(msg: &Bytes, r: &mut CdrReader<'_>) -> Option<(ReplyHea
     let d = Direct::at_header(msg, r)?;
     let request_id = d.u32_at(12)?;
     let status = ReplyStatus::from_u32(d.u32_at(16)?)?;
-    let (service_context, at) = d.contexts_at(20)?;
+    let (service_context, at) = d.contexts_at(20, |_, _| false)?;
     let body = d.body_at(at, r)?;
     let header = ReplyHeader {
         request_id,

@@ -815,8 +815,7 @@ impl OrbInner {
                 self.upcalls.started();
                 let h = &request.header;
                 let (deadline, chain) = match h
-                    .service_context
-                    .get(context_id::DEADLINE)
+                    .deadline_data()
                     .and_then(|d| Deadline::with_chain_from(d).ok())
                 {
                     // The reading is left for the vacancy this upcall leaves (`clock.rs`).

@@ -150,6 +150,7 @@ pub fn echo_request(id: u32, len: usize) -> Bytes {
     }
     .encode_to_vec();
     let header = RequestHeader {
+        deadline: None,
         request_id: id,
         response_flags: 3,
         target: TargetAddress::Key(Bytes::from_static(b"echo")),
