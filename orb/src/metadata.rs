@@ -149,6 +149,24 @@ impl Metadata {
         list
     }
 
+    /// [`from_contexts`](Self::from_contexts) for an upcall's context: boxed, and `None`
+    /// without building anything when the list holds none of the application's contexts
+    /// (the usual request: a `Metadata` by value cost ~35 instructions to build and more to
+    /// move and drop, callgrind).
+    pub(crate) fn boxed_from_contexts(
+        list: &[ServiceContext],
+    ) -> Result<Option<Box<Self>>, SystemException> {
+        // The ORB's own contexts, except the application's string pairs (METADATA).
+        if list
+            .iter()
+            .all(|c| is_reserved(c.id) && c.id != context_id::METADATA)
+        {
+            return Ok(None);
+        }
+        let md = Self::from_contexts(list)?;
+        Ok((!md.is_empty()).then(|| Box::new(md)))
+    }
+
     /// The metadata among a request's service contexts: every context but the ORB's own,
     /// the string pairs decoded. No allocation when there is none. BAD_PARAM (completed NO)
     /// if there are more than [`MAX_ENTRIES`](Self::MAX_ENTRIES) entries or pairs, or the
@@ -230,6 +248,22 @@ mod tests {
         let back = Metadata::from_contexts(&with_ours).unwrap();
         assert_eq!(back, md);
         assert_eq!(back.get_str("k"), Some("w"));
+        // An upcall's: the same, boxed; nothing for a list of the ORB's own contexts only,
+        // and the string pairs alone are the application's too.
+        let boxed = Metadata::boxed_from_contexts(&with_ours).unwrap();
+        assert_eq!(boxed.as_deref(), Some(&md));
+        assert_eq!(
+            Metadata::boxed_from_contexts(&with_ours[2..]).unwrap(),
+            None
+        );
+        assert_eq!(Metadata::boxed_from_contexts(&[]).unwrap(), None);
+        let strings: Vec<ServiceContext> = list
+            .iter()
+            .filter(|c| c.id == context_id::METADATA)
+            .cloned()
+            .collect();
+        let boxed = Metadata::boxed_from_contexts(&strings).unwrap().unwrap();
+        assert_eq!(boxed.get_str("k"), Some("w"));
     }
 
     #[test]
@@ -245,7 +279,8 @@ mod tests {
             id: context_id::METADATA,
             data: Bytes::from_static(&[0, 0xff, 0xff, 0xff, 0x7f]),
         };
-        assert!(Metadata::from_contexts(&[garbage]).is_err());
+        assert!(Metadata::from_contexts(std::slice::from_ref(&garbage)).is_err());
+        assert!(Metadata::boxed_from_contexts(&[garbage]).is_err());
         for n in [0usize, 10, 1000] {
             let data = encapsulate(ByteOrder::Big, |w| {
                 w.write_len(n);

@@ -131,7 +131,7 @@ impl Context {
             request_id,
             peer,
             deadline,
-            Metadata::default(),
+            None,
             Weak::<()>::new(),
         )
     }
@@ -142,7 +142,7 @@ impl Context {
         request_id: u32,
         peer: Option<SocketAddr>,
         deadline: Option<Instant>,
-        metadata: Metadata,
+        metadata: Option<Box<Metadata>>,
         orb: Weak<dyn Any + Send + Sync>,
     ) -> Self {
         let inner = ContextInner {
@@ -152,7 +152,7 @@ impl Context {
             peer,
             peer_identity: None,
             deadline,
-            metadata: boxed(metadata),
+            metadata,
             reply_metadata: Mutex::new(None),
             reply_metadata_touched: AtomicBool::new(false),
             cancelled: AtomicBool::new(false),
@@ -166,7 +166,8 @@ impl Context {
     }
 
     /// [`new`](Self::new) for the ORB's upcalls: reuses this thread's spare context (see
-    /// [`recycle`](Self::recycle)) instead of allocating one per request.
+    /// [`recycle`](Self::recycle)) instead of allocating one per request. `metadata` is
+    /// `None` when the request carried none ([`Metadata::boxed_from_contexts`]).
     #[inline]
     pub(crate) fn for_upcall(
         operation: ByteString,
@@ -174,7 +175,7 @@ impl Context {
         request_id: u32,
         (peer, peer_identity): (Option<SocketAddr>, Option<Arc<PeerIdentity>>),
         deadline: Option<Instant>,
-        metadata: Metadata,
+        metadata: Option<Box<Metadata>>,
         orb: &Weak<dyn Any + Send + Sync>,
     ) -> Self {
         if let Some(mut inner) = SPARE.with(|s| s.take()) {
@@ -187,8 +188,8 @@ impl Context {
                     i.peer_identity = peer_identity;
                 }
                 i.deadline = deadline;
-                if !metadata.is_empty() || i.metadata.is_some() {
-                    i.metadata = boxed(metadata);
+                if metadata.is_some() || i.metadata.is_some() {
+                    i.metadata = metadata;
                 }
                 if *i.reply_metadata_touched.get_mut() {
                     *i.reply_metadata_touched.get_mut() = false;
@@ -474,11 +475,6 @@ fn defer_error(detail: &'static str) -> SystemException {
     .with_detail(detail)
 }
 
-/// `metadata` boxed, or `None` when empty (no allocation for the usual request).
-fn boxed(metadata: Metadata) -> Option<Box<Metadata>> {
-    (!metadata.is_empty()).then(|| Box::new(metadata))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -497,7 +493,7 @@ mod tests {
             1,
             (None, None),
             None,
-            Metadata::default(),
+            None,
             &no_orb(),
         );
         let kept = a.clone();
@@ -508,7 +504,7 @@ mod tests {
             2,
             (None, None),
             None,
-            Metadata::default(),
+            None,
             &no_orb(),
         );
         b.cancel();
@@ -524,7 +520,7 @@ mod tests {
             3,
             (None, None),
             None,
-            Metadata::default(),
+            None,
             &no_orb(),
         );
         assert_eq!(
@@ -540,15 +536,7 @@ mod tests {
         let name = Bytes::from(b"fourth".to_vec());
         drop(c);
         let op = ByteString::try_from(name.clone()).expect("UTF-8");
-        let d = Context::for_upcall(
-            op,
-            key.clone(),
-            4,
-            (None, None),
-            None,
-            Metadata::default(),
-            &no_orb(),
-        );
+        let d = Context::for_upcall(op, key.clone(), 4, (None, None), None, None, &no_orb());
         assert_eq!(&d.object_key()[..], &key[..]);
         assert_eq!(d.operation(), "fourth");
         d.recycle();
@@ -573,7 +561,7 @@ mod tests {
                 1,
                 (None, None),
                 None,
-                Metadata::default(),
+                None,
                 &no_orb(),
             )
         };
@@ -608,7 +596,7 @@ mod tests {
             1,
             (None, None),
             None,
-            Metadata::default(),
+            None,
             &orb.inner.me_any,
         );
         let got = ctx.orb().expect("the context names its ORB");

@@ -72,7 +72,7 @@ impl Collocated for OrbInner {
             return Err(crate::orb::Orb::nesting_error());
         }
         let ctx_deadline = twoway.then_some(deadline);
-        let metadata = Metadata::from_contexts(metadata)?;
+        let metadata = Metadata::boxed_from_contexts(metadata)?;
         let ctx = Context::for_upcall(
             ByteString::from(operation),
             key,

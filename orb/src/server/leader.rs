@@ -804,13 +804,14 @@ impl OrbInner {
                     return Handled::Done;
                 }
                 // The application's contexts, bounded (no allocation when there are none).
-                let metadata = match Metadata::from_contexts(&request.header.service_context.0) {
-                    Ok(m) => m,
-                    Err(e) => {
-                        self.refuse(conn, version, &request, e);
-                        return Handled::Done;
-                    }
-                };
+                let metadata =
+                    match Metadata::boxed_from_contexts(&request.header.service_context.0) {
+                        Ok(m) => m,
+                        Err(e) => {
+                            self.refuse(conn, version, &request, e);
+                            return Handled::Done;
+                        }
+                    };
                 self.dispatch_started(conn);
                 self.upcalls.started();
                 let h = &request.header;
