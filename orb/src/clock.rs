@@ -8,7 +8,9 @@
 //! [takes](take_left) it instead of reading the clock again.
 //!
 //! A reading is taken at most once, and dropped ([`forget_left`]) before anything that
-//! waits (a follower's or the standby's sleep, the leader's poll, user code), so a taker
+//! waits (a follower's or the standby's sleep, the leader's poll, user code) and when a
+//! thread comes into the pool from the application (`Lf::run_from`, a caller's
+//! `read_own_reply`), so a taker
 //! sees a reading made before the last step of its own thread, never one from before a
 //! wait. The takers only use it where a reading some microseconds old is harmless: when a
 //! run of owned reads ends (`reactor.rs`), when the role was left vacant (`lf/standby.rs`).

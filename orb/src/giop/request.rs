@@ -357,20 +357,15 @@ fn decode_request_1_2_fast(msg: &Bytes, r: &mut CdrReader<'_>) -> Option<(Reques
         return None;
     }
     let operation = ByteString::try_from(msg.slice(op.start..op.end - 1)).ok()?;
-    let mut deadline = None;
+    // The first DEADLINE only (as `RequestHeader::hold_deadline`): it is the one that counts;
+    // of another length, it stays in the list.
+    let (mut deadline, mut seen) = (None, false);
     let (service_context, at) = d.contexts_at(align(op.end, 4)?, |id, data| {
-        if id != context_id::DEADLINE {
+        if id != context_id::DEADLINE || std::mem::replace(&mut seen, true) {
             return false;
         }
-        // The first DEADLINE only: one of another length ends the search (it is the one
-        // that counts, and stays in the list).
-        let first = deadline.is_none();
-        if let (true, Ok(d)) = (first, <[u8; 24]>::try_from(data)) {
-            deadline = Some(Some(d));
-            return true;
-        }
-        deadline.get_or_insert(None);
-        false
+        deadline = <[u8; 24]>::try_from(data).ok();
+        deadline.is_some()
     })?;
     let body = d.body_at(at, r)?;
     let header = RequestHeader {
@@ -379,7 +374,7 @@ fn decode_request_1_2_fast(msg: &Bytes, r: &mut CdrReader<'_>) -> Option<(Reques
         target: TargetAddress::Key(msg.slice(key)),
         operation,
         service_context,
-        deadline: deadline.flatten(),
+        deadline,
     };
     Some((header, body))
 }
@@ -405,7 +400,7 @@ fn decode_request_fields(
     msg: &Bytes,
     r: &mut CdrReader<'_>,
 ) -> Result<Request, DecodeError> {
-    let header = if version.minor >= 2 {
+    let mut header = if version.minor >= 2 {
         let request_id = r.read_u32().field("request_id")?;
         let response_flags = r.read_octet().field("response_flags")?;
         r.skip(3).field("reserved")?;
@@ -440,7 +435,6 @@ fn decode_request_fields(
             deadline: None,
         }
     };
-    let mut header = header;
     header.hold_deadline();
     let body = rest_as_body(msg, r);
     Ok(Request { header, body })

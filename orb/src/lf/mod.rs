@@ -576,6 +576,8 @@ impl Lf {
         mut clock: Option<Instant>,
         driver: &D,
     ) -> Exit {
+        // A reading left before the thread came (from the application) is not taken here.
+        crate::clock::forget_left();
         // This thread's last standby wait was a whole tick without an unarmed vacancy: the
         // pool is idle, so its next one has no timeout (an idle ORB does not tick).
         let mut quiet = false;
