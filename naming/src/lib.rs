@@ -767,7 +767,7 @@ mod tests {
             deadline: None,
             request_id: 8,
             response_flags: 0x03,
-            target: TargetAddress::Key(Bytes::from_static(ROOT_KEY.as_bytes())),
+            target: TargetAddress::Key(Bytes::from_static(ROOT_KEY.as_bytes()).into()),
             operation: "resolve".into(),
             service_context: ServiceContextList::default(),
         };

@@ -61,7 +61,7 @@ fn header() -> RequestHeader {
         deadline: None,
         request_id: 2,
         response_flags: 0x03,
-        target: TargetAddress::Key(Bytes::from_static(b"echo")),
+        target: TargetAddress::Key(Bytes::from_static(b"echo").into()),
         operation: "Echo".into(),
         service_context: ServiceContextList(smallvec::smallvec![
             Deadline(Duration::from_secs(30)).to_context()

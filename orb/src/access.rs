@@ -72,7 +72,7 @@ impl AccessControl {
     /// does; a servant may call it too, on its own rules.
     pub fn check(&self, ctx: &Context) -> Result<(), SystemException> {
         let caller = Caller::of(ctx);
-        let (key, op) = (&ctx.object_key()[..], ctx.operation());
+        let (key, op) = (ctx.object_key(), ctx.operation());
         if self.rules.iter().any(|r| r.allows(&caller, key, op)) {
             return Ok(());
         }

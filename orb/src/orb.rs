@@ -549,7 +549,7 @@ impl Context {
     /// ```
     /// fn whoami(ctx: &protorb::Context) -> Option<String> {
     ///     let orb = ctx.orb()?;
-    ///     let me = orb.reference("IDL:demo/Echo:1.0", ctx.object_key().clone());
+    ///     let me = orb.reference("IDL:demo/Echo:1.0", ctx.object_key().to_vec().into());
     ///     Some(orb.object_to_string(&me))
     /// }
     /// assert_eq!(whoami(&protorb::Context::for_test("op")), None);

@@ -7,12 +7,12 @@ pub(crate) use deferred::{Deferral, Discard, ReplySink};
 pub use deferred::{ReplyHandle, TypedReplyHandle};
 
 use crate::exception::{Exception, SystemException};
+use crate::giop::{ByteString, ObjectKey};
 use crate::identity::PeerIdentity;
 use crate::metadata::Metadata;
 use crate::result_slot::ResultSlot;
 use crate::sync::std_lock as lock;
 use bytes::Bytes;
-use bytestring::ByteString;
 use std::any::Any;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -78,9 +78,10 @@ thread_local! {
 
 #[derive(Debug)]
 struct ContextInner {
-    /// A slice of the received frame for the ORB's upcalls (no copy).
+    /// Moved from the decoded request: the name a slice of the received frame (no copy), the
+    /// key inline when short, else a slice too.
     operation: ByteString,
-    object_key: Bytes,
+    object_key: ObjectKey,
     request_id: u32,
     peer: Option<SocketAddr>,
     /// The peer's certificate identity, on a TLS connection whose peer presented one.
@@ -119,7 +120,7 @@ impl Context {
     /// skeleton's `dispatch` use [`for_test`](Self::for_test).
     fn new(
         operation: impl Into<String>,
-        object_key: Bytes,
+        object_key: ObjectKey,
         request_id: u32,
         peer: Option<SocketAddr>,
         deadline: Option<Instant>,
@@ -138,7 +139,7 @@ impl Context {
 
     fn fresh(
         operation: ByteString,
-        object_key: Bytes,
+        object_key: ObjectKey,
         request_id: u32,
         peer: Option<SocketAddr>,
         deadline: Option<Instant>,
@@ -171,7 +172,7 @@ impl Context {
     #[inline]
     pub(crate) fn for_upcall(
         operation: ByteString,
-        object_key: Bytes,
+        object_key: ObjectKey,
         request_id: u32,
         (peer, peer_identity): (Option<SocketAddr>, Option<Arc<PeerIdentity>>),
         deadline: Option<Instant>,
@@ -232,7 +233,7 @@ impl Context {
     pub(crate) fn recycle(self) {
         let mut inner = self.inner;
         if let Some(i) = Arc::get_mut(&mut inner) {
-            i.object_key = Bytes::new();
+            i.object_key = ObjectKey::new();
             i.operation = ByteString::new();
             if i.peer_identity.is_some() {
                 i.peer_identity = None;
@@ -252,7 +253,7 @@ impl Context {
 
     /// A context for tests: operation `op`, no peer, no deadline.
     pub fn for_test(op: &str) -> Self {
-        Context::new(op, Bytes::new(), 0, None, None)
+        Context::new(op, ObjectKey::new(), 0, None, None)
     }
 
     /// The operation name.
@@ -261,7 +262,7 @@ impl Context {
     }
 
     /// The target's object key.
-    pub fn object_key(&self) -> &Bytes {
+    pub fn object_key(&self) -> &[u8] {
         &self.inner.object_key
     }
 
@@ -489,7 +490,7 @@ mod tests {
     fn a_kept_context_is_not_reused() {
         let a = Context::for_upcall(
             "first".into(),
-            Bytes::from_static(b"k1"),
+            Bytes::from_static(b"k1").into(),
             1,
             (None, None),
             None,
@@ -500,7 +501,7 @@ mod tests {
         a.recycle();
         let b = Context::for_upcall(
             "second".into(),
-            Bytes::from_static(b"k2"),
+            Bytes::from_static(b"k2").into(),
             2,
             (None, None),
             None,
@@ -510,13 +511,13 @@ mod tests {
         b.cancel();
         assert_eq!(kept.operation(), "first");
         assert_eq!(kept.request_id(), 1);
-        assert_eq!(&kept.object_key()[..], b"k1");
+        assert_eq!(kept.object_key(), b"k1");
         assert!(!kept.is_cancelled());
         let addr = Arc::as_ptr(&b.inner);
         b.recycle();
         let c = Context::for_upcall(
             "third".into(),
-            Bytes::new(),
+            ObjectKey::new(),
             3,
             (None, None),
             None,
@@ -536,8 +537,16 @@ mod tests {
         let name = Bytes::from(b"fourth".to_vec());
         drop(c);
         let op = ByteString::try_from(name.clone()).expect("UTF-8");
-        let d = Context::for_upcall(op, key.clone(), 4, (None, None), None, None, &no_orb());
-        assert_eq!(&d.object_key()[..], &key[..]);
+        let d = Context::for_upcall(
+            op,
+            key.clone().into(),
+            4,
+            (None, None),
+            None,
+            None,
+            &no_orb(),
+        );
+        assert_eq!(d.object_key(), &key[..]);
         assert_eq!(d.operation(), "fourth");
         d.recycle();
         assert!(
@@ -557,7 +566,7 @@ mod tests {
         let upcall = |op: &str| {
             Context::for_upcall(
                 op.into(),
-                Bytes::new(),
+                ObjectKey::new(),
                 1,
                 (None, None),
                 None,
@@ -592,7 +601,7 @@ mod tests {
             .expect("orb builds");
         let ctx = Context::for_upcall(
             "op".into(),
-            Bytes::new(),
+            ObjectKey::new(),
             1,
             (None, None),
             None,

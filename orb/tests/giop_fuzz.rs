@@ -155,7 +155,7 @@ fn encode_in(order: ByteOrder, version: Version, header: RequestHeader, body: &[
 fn generated() -> Vec<Vec<u8>> {
     let objref = ObjectRef::new("IDL:demo/Echo:1.0", "127.0.0.1", 2809, &b"echo-key"[..]);
     let targets = [
-        TargetAddress::Key(Bytes::from_static(b"NameService")),
+        TargetAddress::Key(Bytes::from_static(b"NameService").into()),
         TargetAddress::Profile(objref.profiles()[0].clone()),
         TargetAddress::Reference {
             selected_profile_index: 0,
@@ -718,14 +718,15 @@ fn writer_never_produces_undecodable_frames() {
     for _ in 0..2_000 {
         let version = *rng.pick(&[Version::V1_0, Version::V1_1, Version::V1_2]);
         let order = *rng.pick(&[ByteOrder::Little, ByteOrder::Big]);
-        let key_len = rng.below(20);
+        // Keys on both sides of the 22 bytes held inline (`giop::ObjectKey`).
+        let key_len = rng.below(40);
         let key = Bytes::from(rng.bytes(key_len));
         let op: String = (0..rng.below(12) + 1)
             .map(|_| (b'a' + rng.below(26) as u8) as char)
             .collect();
         let mut header = request_header(
             rng.next() as u32,
-            TargetAddress::Key(key),
+            TargetAddress::Key(key.into()),
             &op,
             rng.chance(2),
         );

@@ -100,7 +100,7 @@ fn request(frame: &Frame) -> &Request {
 }
 
 fn key_name_service() -> TargetAddress {
-    TargetAddress::Key(Bytes::from_static(b"NameService"))
+    TargetAddress::Key(Bytes::from_static(b"NameService").into())
 }
 
 const NAMING_CONTEXT_ID: &str = "IDL:omg.org/CosNaming/NamingContext:1.0";
@@ -300,7 +300,7 @@ fn big_request_header() -> RequestHeader {
         request_id: 4,
         response_flags: 0x03,
         // 40-byte key: key @28..68, op "call" @68..77, context count @80, body @88.
-        target: TargetAddress::Key(Bytes::from(vec![0x42; 40])),
+        target: TargetAddress::Key(Bytes::from(vec![0x42; 40]).into()),
         operation: "call".into(),
         service_context: ServiceContextList::default(),
     }

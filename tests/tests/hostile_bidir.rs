@@ -66,7 +66,7 @@ fn announcement(request_id: u32, points: Vec<(String, u16)>) -> BytesMut {
         deadline: None,
         request_id,
         response_flags: 0,
-        target: TargetAddress::Key(Bytes::from_static(b"nobody")),
+        target: TargetAddress::Key(Bytes::from_static(b"nobody").into()),
         operation: "op".into(),
         service_context: ctx,
     };

@@ -32,7 +32,7 @@ fn locate(s: &mut TcpStream, version: Version) {
         &mut buf,
         version,
         7,
-        &TargetAddress::Key(bytes::Bytes::from_static(b"echo")),
+        &TargetAddress::Key(bytes::Bytes::from_static(b"echo").into()),
     );
     s.write_all(&buf).unwrap();
     let mut h = [0u8; 12];

@@ -416,7 +416,7 @@ fn raw_request(id: u32, op: &str, contexts: Vec<protorb::giop::ServiceContext>) 
         deadline: None,
         request_id: id,
         response_flags: 3,
-        target: TargetAddress::Key(Bytes::from_static(b"echo")),
+        target: TargetAddress::Key(Bytes::from_static(b"echo").into()),
         operation: op.into(),
         service_context: ServiceContextList(contexts.into_iter().collect()),
     };

@@ -82,7 +82,7 @@ fn ping(id: u32, block: bool) -> Bytes {
         deadline: None,
         request_id: id,
         response_flags: 3,
-        target: TargetAddress::Key(Bytes::from_static(b"gate")),
+        target: TargetAddress::Key(Bytes::from_static(b"gate").into()),
         operation: "Ping".into(),
         service_context: ServiceContextList::default(),
     };
@@ -222,7 +222,7 @@ fn a_read_ending_in_another_message_ends_the_hold() {
         &mut locate,
         Version::V1_2,
         2,
-        &TargetAddress::Key(Bytes::from_static(b"gate")),
+        &TargetAddress::Key(Bytes::from_static(b"gate").into()),
     );
     send_together(&mut s, &[ping(1, false), locate.freeze()]);
     let mut types = [read_any(&mut s), read_any(&mut s)];

@@ -31,7 +31,7 @@ fn request(version: Version, id: u32, payload: &Payload) -> BytesMut {
         deadline: None,
         request_id: id,
         response_flags: 3,
-        target: TargetAddress::Key(Bytes::from_static(b"echo")),
+        target: TargetAddress::Key(Bytes::from_static(b"echo").into()),
         operation: "Echo".into(),
         service_context: Default::default(),
     };

@@ -78,7 +78,7 @@ fn large_frames_arrive_whole_between_small_ones() {
             deadline: None,
             request_id: i as u32,
             response_flags: 3,
-            target: TargetAddress::Key(Bytes::from_static(b"key")),
+            target: TargetAddress::Key(Bytes::from_static(b"key").into()),
             operation: "op".into(),
             service_context: ServiceContextList::default(),
         };
@@ -165,7 +165,7 @@ fn a_large_header_alone_reserves_a_bounded_buffer() {
         deadline: None,
         request_id: 7,
         response_flags: 3,
-        target: TargetAddress::Key(Bytes::from_static(b"key")),
+        target: TargetAddress::Key(Bytes::from_static(b"key").into()),
         operation: "op".into(),
         service_context: ServiceContextList::default(),
     };
@@ -886,7 +886,7 @@ fn requests(bodies: &[(u32, usize)]) -> Vec<u8> {
             deadline: None,
             request_id: id,
             response_flags: 3,
-            target: TargetAddress::Key(Bytes::from_static(b"key")),
+            target: TargetAddress::Key(Bytes::from_static(b"key").into()),
             operation: "op".into(),
             service_context: ServiceContextList::default(),
         };

@@ -497,7 +497,7 @@ mod tests {
             deadline: None,
             request_id: id,
             response_flags: 3,
-            target: TargetAddress::Key(Bytes::from_static(b"key")),
+            target: TargetAddress::Key(Bytes::from_static(b"key").into()),
             operation: "call".into(),
             service_context: ServiceContextList::default(),
         };
@@ -684,7 +684,7 @@ mod tests {
             &mut lreq,
             Version::V1_2,
             12,
-            &TargetAddress::Key(Bytes::from_static(b"a-rather-long-object-key")),
+            &TargetAddress::Key(Bytes::from_static(b"a-rather-long-object-key").into()),
         );
         let mut lrep = BytesMut::new();
         write_locate_reply(
@@ -708,7 +708,7 @@ mod tests {
             deadline: None,
             request_id: 3,
             response_flags: 3,
-            target: TargetAddress::Key(Bytes::from_static(b"key")),
+            target: TargetAddress::Key(Bytes::from_static(b"key").into()),
             operation: "call".into(),
             service_context: ServiceContextList::default(),
         };
@@ -797,7 +797,12 @@ mod tests {
         let r = decode_all(&mut GiopCodec::default(), &cancel);
         assert!(matches!(r, Err(FrameError::BadFragment(_))), "{r:?}");
         let mut lr = BytesMut::new();
-        write_locate_request(&mut lr, Version::V1_1, 4, &TargetAddress::Key(Bytes::new()));
+        write_locate_request(
+            &mut lr,
+            Version::V1_1,
+            4,
+            &TargetAddress::Key(Bytes::new().into()),
+        );
         lr[6] |= 2;
         let r = decode_all(&mut GiopCodec::default(), &lr);
         assert!(matches!(r, Err(FrameError::BadFragment(_))), "{r:?}");
@@ -879,7 +884,7 @@ mod tests {
                         deadline: None,
                         request_id: 6,
                         response_flags: 0,
-                        target: TargetAddress::Key(Bytes::from_static(b"k")),
+                        target: TargetAddress::Key(Bytes::from_static(b"k").into()),
                         operation: "op".into(),
                         service_context: ServiceContextList::default(),
                     },
@@ -912,7 +917,12 @@ mod tests {
             }
         }
         let mut b = BytesMut::new();
-        write_locate_request(&mut b, Version::V1_2, 1, &TargetAddress::Key(Bytes::new()));
+        write_locate_request(
+            &mut b,
+            Version::V1_2,
+            1,
+            &TargetAddress::Key(Bytes::new().into()),
+        );
         write_cancel_request(&mut b, Version::V1_2, 1);
         write_close_connection(&mut b, Version::V1_1);
         write_message_error(&mut b, Version::V1_0);

@@ -11,7 +11,7 @@
 //! The LocateReply body is **not** 8-aligned (WIRE-GIOP §9.1: OMG issue 4314 withdrew the
 //! alignment; omniORB, TAO, ORBacus and Combat do not align).
 
-use super::{begin_message, end_message, read_octets_of, rest_as_body, Body, MsgType};
+use super::{begin_message, end_message, read_key_of, rest_as_body, Body, MsgType};
 use super::{TargetAddress, Version};
 use crate::cdr::{ByteOrder, CdrReader, CdrWriter, DecodeError, DecodeErrorKind, DecodeResultExt};
 use bytes::{Bytes, BytesMut};
@@ -87,7 +87,7 @@ pub(crate) fn decode_locate_request(
         let target = if version.minor >= 2 {
             TargetAddress::decode(&msg, r).field("target")?
         } else {
-            TargetAddress::Key(read_octets_of(&msg, r).field("object_key")?)
+            TargetAddress::Key(read_key_of(&msg, r).field("object_key")?)
         };
         Ok(LocateRequest { request_id, target })
     };
@@ -221,7 +221,7 @@ mod tests {
     fn locate_request_round_trip() {
         let objref = ObjectRef::new("IDL:x:1.0", "h", 1, &b"key"[..]);
         let targets = [
-            TargetAddress::Key(Bytes::from_static(b"NameService")),
+            TargetAddress::Key(Bytes::from_static(b"NameService").into()),
             TargetAddress::Profile(objref.profiles()[0].clone()),
             TargetAddress::Reference {
                 selected_profile_index: 0,
@@ -312,7 +312,7 @@ mod tests {
             &mut buf,
             Version::V1_2,
             2,
-            &TargetAddress::Key(Bytes::from_static(b"NameService")),
+            &TargetAddress::Key(Bytes::from_static(b"NameService").into()),
         );
         for cut in HEADER_LEN..buf.len() {
             let mut t = BytesMut::from(&buf[..cut]);

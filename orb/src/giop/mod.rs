@@ -22,6 +22,7 @@ mod locate;
 mod reply;
 pub(crate) mod request;
 mod service_context;
+mod short;
 
 #[cfg(test)]
 pub(crate) use codec::fragment;
@@ -50,6 +51,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 /// The operation name's type in a decoded request: UTF-8 sharing the received frame's
 /// buffer, so decoding a request allocates no string.
 pub use bytestring::ByteString;
+pub use short::ObjectKey;
 
 /// A message body as received: a zero-copy slice of the frame, plus what is needed to decode it
 /// with the right alignment and byte order.
@@ -301,6 +303,23 @@ pub(crate) fn read_string_of(
     let bytes = share(msg, r.position() - text.len() - 1, text);
     ByteString::try_from(bytes)
         .map_err(|_| crate::cdr::DecodeError::new(crate::cdr::DecodeErrorKind::NotUtf8, at))
+}
+
+/// Reads a `sequence<octet>` from `r` as an object key (inline when short, else a zero-copy
+/// slice of `msg`; same requirement on `r` as [`rest_as_body`]).
+pub(crate) fn read_key_of(
+    msg: &Bytes,
+    r: &mut CdrReader<'_>,
+) -> Result<ObjectKey, crate::cdr::DecodeError> {
+    let bytes = r.read_octets()?;
+    if bytes.len() <= short::INLINE {
+        return Ok(ObjectKey::from(bytes));
+    }
+    Ok(ObjectKey::from(share(
+        msg,
+        r.position() - bytes.len(),
+        bytes,
+    )))
 }
 
 fn put_u32_native(dst: &mut BytesMut, v: u32) {

@@ -14,8 +14,8 @@
 
 use super::direct::{align, Direct};
 use super::service_context::context_id;
-use super::{begin_message, end_message, read_octets_of, read_string_of, rest_as_body};
-use super::{Body, BodyAt, ByteString, MsgType};
+use super::{begin_message, end_message, read_key_of, read_octets_of, read_string_of};
+use super::{rest_as_body, Body, BodyAt, ByteString, MsgType, ObjectKey};
 use super::{RequestContexts, ServiceContext, Version};
 use crate::cdr::{ByteOrder, CdrReader, CdrWriter, DecodeError, DecodeErrorKind, DecodeResultExt};
 use crate::ior::{IiopProfile, ObjectRef, TaggedProfile, TAG_INTERNET_IOP};
@@ -32,7 +32,7 @@ mod disposition {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TargetAddress {
     /// KeyAddr (0): the object key. The only form we send (omniORB needs it).
-    Key(Bytes),
+    Key(ObjectKey),
     /// ProfileAddr (1): a tagged profile (IIOP) holding the key.
     Profile(TaggedProfile),
     /// ReferenceAddr (2): a whole IOR and which of its profiles is meant.
@@ -50,12 +50,14 @@ impl TargetAddress {
     ///
     /// For ProfileAddr the profile must be an IIOP profile (tag 0) that parses; for
     /// ReferenceAddr the selected index must name such a profile of the IOR.
-    pub fn object_key(&self) -> Option<Bytes> {
-        fn iiop_key(p: &TaggedProfile) -> Option<Bytes> {
+    pub fn object_key(&self) -> Option<ObjectKey> {
+        fn iiop_key(p: &TaggedProfile) -> Option<ObjectKey> {
             if p.tag != TAG_INTERNET_IOP {
                 return None;
             }
-            IiopProfile::decode(&p.data).ok().map(|p| p.object_key)
+            IiopProfile::decode(&p.data)
+                .ok()
+                .map(|p| p.object_key.into())
         }
         match self {
             TargetAddress::Key(k) => Some(k.clone()),
@@ -76,9 +78,9 @@ impl TargetAddress {
         let at = r.position();
         let disc = r.read_i16().field("disposition")?;
         match disc {
-            disposition::KEY_ADDR => Ok(TargetAddress::Key(
-                read_octets_of(msg, r).field("object_key")?,
-            )),
+            disposition::KEY_ADDR => {
+                Ok(TargetAddress::Key(read_key_of(msg, r).field("object_key")?))
+            }
             disposition::PROFILE_ADDR => {
                 let tag = r.read_u32().field("tag").field("profile")?;
                 let data = read_octets_of(msg, r)
@@ -128,7 +130,7 @@ impl TargetAddress {
 
     /// The key to put in a GIOP 1.0/1.1 message, which has no TargetAddress: the key this
     /// address names, or an empty key if none can be found.
-    pub(crate) fn key_for_old_versions(&self) -> Bytes {
+    pub(crate) fn key_for_old_versions(&self) -> ObjectKey {
         self.object_key().unwrap_or_default()
     }
 }
@@ -299,7 +301,7 @@ impl Request {
         self.header = RequestHeader {
             request_id: 0,
             response_flags: 0,
-            target: TargetAddress::Key(Bytes::new()),
+            target: TargetAddress::Key(ObjectKey::new()),
             operation: ByteString::new(),
             service_context: RequestContexts::default(),
             deadline: None,
@@ -371,7 +373,7 @@ fn decode_request_1_2_fast(msg: &Bytes, r: &mut CdrReader<'_>) -> Option<(Reques
     let header = RequestHeader {
         request_id,
         response_flags,
-        target: TargetAddress::Key(msg.slice(key)),
+        target: TargetAddress::Key(ObjectKey::of_frame(msg, key)?),
         operation,
         service_context,
         deadline,
@@ -423,7 +425,7 @@ fn decode_request_fields(
         if version.minor == 1 {
             r.skip(3).field("reserved")?;
         }
-        let key = read_octets_of(msg, r).field("object_key")?;
+        let key = read_key_of(msg, r).field("object_key")?;
         let operation = read_string_of(msg, r).field("operation")?;
         r.read_octets().field("requesting_principal")?;
         RequestHeader {
@@ -628,7 +630,7 @@ mod tests {
                         let key =
                             Bytes::from((0..key_len as u8).map(|b| b + 1).collect::<Vec<_>>());
                         let op: String = "abcdefghi"[..op_len].into();
-                        let target = TargetAddress::Key(key);
+                        let target = TargetAddress::Key(key.into());
                         let head = RequestHead {
                             request_id: 0x0102_0304,
                             response_flags: 3,
@@ -651,7 +653,7 @@ mod tests {
                 }
             }
         }
-        let key_target = TargetAddress::Key(Bytes::from(long_key));
+        let key_target = TargetAddress::Key(Bytes::from(long_key).into());
         let contexts = [ServiceContext {
             id: 1,
             data: Bytes::from_static(b"x"),
@@ -660,7 +662,7 @@ mod tests {
             tag: 1,
             data: Bytes::new(),
         });
-        let short = TargetAddress::Key(Bytes::from_static(b"k"));
+        let short = TargetAddress::Key(Bytes::from_static(b"k").into());
         for (target, contexts) in [
             (&key_target, &[][..]),
             (&short, &contexts[..]),
@@ -708,7 +710,8 @@ mod tests {
                     // one of another length before one of 24, and two of 24.
                     for contexts in 0..6u32 {
                         for body in [&b""[..], &b"x"[..], &[7u8; 13][..]] {
-                            let mut h = header(TargetAddress::Key(Bytes::from(vec![9u8; key_len])));
+                            let mut h =
+                                header(TargetAddress::Key(Bytes::from(vec![9u8; key_len]).into()));
                             h.request_id = 0x0A0B_0C0D;
                             h.operation = op.into();
                             let deadline = |n: usize, v: u8| ServiceContext {
@@ -807,7 +810,7 @@ mod tests {
         for version in [Version::V1_0, Version::V1_1, Version::V1_2] {
             for order in [ByteOrder::Little, ByteOrder::Big] {
                 let decoded = |list: Vec<ServiceContext>| {
-                    let mut h = header(TargetAddress::Key(Bytes::from_static(b"key")));
+                    let mut h = header(TargetAddress::Key(Bytes::from_static(b"key").into()));
                     h.service_context = ServiceContextList(list.into_iter().collect());
                     let mut buf = BytesMut::new();
                     write_request_in(&mut buf, version, order, &h, octets_body);
@@ -861,7 +864,7 @@ mod tests {
     fn round_trip_every_version_and_order() {
         for version in [Version::V1_0, Version::V1_1, Version::V1_2] {
             for order in [ByteOrder::Little, ByteOrder::Big] {
-                let h = header(TargetAddress::Key(Bytes::from_static(b"key")));
+                let h = header(TargetAddress::Key(Bytes::from_static(b"key").into()));
                 let mut buf = BytesMut::new();
                 write_request_in(&mut buf, version, order, &h, octets_body);
                 let req = decode(&buf).unwrap();
@@ -883,7 +886,7 @@ mod tests {
     #[test]
     fn old_versions_put_the_body_directly_after_the_header() {
         for version in [Version::V1_0, Version::V1_1] {
-            let mut h = header(TargetAddress::Key(Bytes::from_static(b"k")));
+            let mut h = header(TargetAddress::Key(Bytes::from_static(b"k").into()));
             h.service_context = ServiceContextList::default();
             h.operation = "op".into();
             let mut buf = BytesMut::new();
@@ -900,7 +903,7 @@ mod tests {
         }
         // The same with a 1-byte key shifted so the body is not 8-aligned: it still follows
         // the principal directly, with only natural alignment.
-        let mut h = header(TargetAddress::Key(Bytes::from_static(b"kk")));
+        let mut h = header(TargetAddress::Key(Bytes::from_static(b"kk").into()));
         h.service_context = ServiceContextList::default();
         h.operation = "o".into();
         let mut buf = BytesMut::new();
@@ -917,7 +920,7 @@ mod tests {
     fn response_expected_maps_to_flags() {
         for version in [Version::V1_0, Version::V1_1] {
             for (flags, expect) in [(0x03, 0x03), (0x01, 0x03), (0x00, 0x00)] {
-                let mut h = header(TargetAddress::Key(Bytes::from_static(b"k")));
+                let mut h = header(TargetAddress::Key(Bytes::from_static(b"k").into()));
                 h.response_flags = flags;
                 let mut buf = BytesMut::new();
                 write_request(&mut buf, version, &h, |_| {});
@@ -930,7 +933,9 @@ mod tests {
 
     #[test]
     fn empty_body_in_1_2_has_no_padding() {
-        let mut h = header(TargetAddress::Key(Bytes::from_static(b"NameService")));
+        let mut h = header(TargetAddress::Key(
+            Bytes::from_static(b"NameService").into(),
+        ));
         h.service_context = ServiceContextList::default();
         h.operation = "_non_existent".into();
         let mut buf = BytesMut::new();
@@ -955,7 +960,7 @@ mod tests {
 
     #[test]
     fn body_writer_origin_is_the_header() {
-        let h = header(TargetAddress::Key(Bytes::from_static(b"abc")));
+        let h = header(TargetAddress::Key(Bytes::from_static(b"abc").into()));
         let mut buf = BytesMut::from(&b"junk"[..]);
         write_request(&mut buf, Version::V1_2, &h, |w| {
             assert_eq!(w.position() % 8, 0);
@@ -990,7 +995,7 @@ mod tests {
         assert!(!req.header.response_expected());
         assert_eq!(
             req.header.target,
-            TargetAddress::Key(Bytes::from_static(b"ab"))
+            TargetAddress::Key(Bytes::from_static(b"ab").into())
         );
         assert_eq!(req.header.operation, "x");
         assert_eq!(req.header.service_context.0.len(), 1);
@@ -1033,7 +1038,7 @@ mod tests {
             let req = decode(&buf).unwrap();
             assert_eq!(
                 req.header.target,
-                TargetAddress::Key(Bytes::from_static(b"the-key"))
+                TargetAddress::Key(Bytes::from_static(b"the-key").into())
             );
         }
         // No key to be found: a non-IIOP profile, an index out of range.
@@ -1049,26 +1054,41 @@ mod tests {
         assert_eq!(bad_index.object_key(), None);
     }
 
+    /// A long key is a zero-copy slice of the frame, a short one (up to 22 bytes) a copy held
+    /// inline, in every version and by both decodings (1.2 direct, the reader's for 1.0/1.1);
+    /// the operation name and the body are always slices.
     #[test]
-    fn key_is_a_zero_copy_slice() {
-        let h = header(TargetAddress::Key(Bytes::from_static(b"zero-copy")));
-        let mut buf = BytesMut::new();
-        write_request(&mut buf, Version::V1_2, &h, octets_body);
-        let msg = buf.freeze();
-        let mut r = CdrReader::new(&msg, ByteOrder::NATIVE);
-        r.skip(HEADER_LEN).unwrap();
-        let req = decode_request(Version::V1_2, &msg, &mut r).unwrap();
-        let TargetAddress::Key(k) = &req.header.target else {
-            panic!("not a key")
-        };
-        let range = msg.as_ptr() as usize..msg.as_ptr() as usize + msg.len();
-        assert!(range.contains(&(k.as_ptr() as usize)));
-        assert!(range.contains(&(req.body.bytes.as_ptr() as usize)));
+    fn long_keys_are_zero_copy_slices_and_short_ones_copies() {
+        for (key, op) in [
+            (&b"zero-copy"[..], "op"),
+            (&b"a-key-of-more-than-22-bytes"[..], "op"),
+        ] {
+            for version in [Version::V1_0, Version::V1_1, Version::V1_2] {
+                let mut h = header(TargetAddress::Key(key.into()));
+                h.operation = op.into();
+                let mut buf = BytesMut::new();
+                write_request(&mut buf, version, &h, octets_body);
+                let msg = buf.freeze();
+                let mut r = CdrReader::new(&msg, ByteOrder::NATIVE);
+                r.skip(HEADER_LEN).unwrap();
+                let req = decode_request(version, &msg, &mut r).unwrap();
+                let TargetAddress::Key(k) = &req.header.target else {
+                    panic!("not a key")
+                };
+                assert_eq!((&k[..], &req.header.operation[..]), (key, op));
+                let range = msg.as_ptr_range();
+                let long = key.len() > 22;
+                assert_eq!(range.contains(&k.as_ptr()), long, "{version:?} key");
+                let name = req.header.operation.as_ptr();
+                assert!(range.contains(&name), "{version:?} operation");
+                assert!(range.contains(&req.body.bytes.as_ptr()));
+            }
+        }
     }
 
     #[test]
     fn malformed_requests_are_errors() {
-        let h = header(TargetAddress::Key(Bytes::from_static(b"key")));
+        let h = header(TargetAddress::Key(Bytes::from_static(b"key").into()));
         let mut buf = BytesMut::new();
         write_request(&mut buf, Version::V1_2, &h, octets_body);
         // Unknown disposition.
@@ -1101,11 +1121,12 @@ mod tests {
     /// keeps no reference to the frame it came from.
     #[test]
     fn a_recycled_request_box_takes_the_next_request_on_its_thread() {
-        let frame = Bytes::from(b"keycallparams".to_vec());
+        // A key too long to be held inline: a slice of the frame.
+        let frame = Bytes::from(b"a-key-of-more-than-22-bytes/callparams".to_vec());
         let first = Request::boxed(
-            header(TargetAddress::Key(frame.slice(0..3))),
+            header(TargetAddress::Key(frame.slice(0..27).into())),
             Body {
-                bytes: frame.slice(7..),
+                bytes: frame.slice(32..),
                 offset: 24,
                 order: ByteOrder::Big,
             },
@@ -1116,7 +1137,7 @@ mod tests {
             frame.is_unique(),
             "the spare still holds slices of the frame"
         );
-        let mut h = header(TargetAddress::Key(Bytes::from_static(b"other")));
+        let mut h = header(TargetAddress::Key(Bytes::from_static(b"other").into()));
         h.request_id = 8;
         let second = Request::boxed(h.clone(), Body::empty(ByteOrder::Little));
         assert_eq!(&*second as *const Request, at);

@@ -27,6 +27,7 @@
 use crate::cdr::{ByteOrder, CdrWriter};
 use crate::exception::{minor, CompletionStatus, Exception, SystemException, SystemExceptionKind};
 use crate::giop::{encode_system_exception, Body, Reply, ReplyHeader, ReplyStatus, ServiceContext};
+use crate::giop::{ByteString, ObjectKey};
 use crate::lf::{Exit, Participant, TaskSlot};
 use crate::metadata::Metadata;
 use crate::orb::OrbInner;
@@ -35,7 +36,6 @@ use crate::servant::{Context, Discard, ReplySink};
 use crate::server::dispatch::ReplyBody;
 use crate::upcall::{Collocated, LocalAnswer, LocalCaller, LocalDeferred, Serving};
 use bytes::{Bytes, BytesMut};
-use bytestring::ByteString;
 use std::any::Any;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
@@ -75,7 +75,7 @@ impl Collocated for OrbInner {
         let metadata = Metadata::boxed_from_contexts(metadata)?;
         let ctx = Context::for_upcall(
             ByteString::from(operation),
-            key,
+            ObjectKey::from(key),
             0,
             (None, None),
             ctx_deadline,

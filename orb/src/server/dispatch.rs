@@ -344,7 +344,7 @@ impl OrbInner {
     fn dispatch(
         &self,
         body: Body,
-        key: &Bytes,
+        key: &[u8],
         ctx: &Context,
         result: &mut ResultSlot,
     ) -> ReplyBody {

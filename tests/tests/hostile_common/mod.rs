@@ -135,7 +135,7 @@ pub fn locate_request(id: u32) -> Bytes {
         &mut buf,
         Version::V1_2,
         id,
-        &TargetAddress::Key(Bytes::from_static(b"echo")),
+        &TargetAddress::Key(Bytes::from_static(b"echo").into()),
     );
     buf.freeze()
 }
@@ -153,7 +153,7 @@ pub fn echo_request(id: u32, len: usize) -> Bytes {
         deadline: None,
         request_id: id,
         response_flags: 3,
-        target: TargetAddress::Key(Bytes::from_static(b"echo")),
+        target: TargetAddress::Key(Bytes::from_static(b"echo").into()),
         operation: "Echo".into(),
         service_context: ServiceContextList::default(),
     };
