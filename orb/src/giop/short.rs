@@ -97,6 +97,12 @@ impl ObjectKey {
         Repr::of_frame(msg, range).map(ObjectKey)
     }
 
+    /// Whether the key is a slice of a received frame (and keeps its buffer alive).
+    #[inline]
+    pub(crate) fn holds_frame(&self) -> bool {
+        matches!(self.0, Repr::Shared(_))
+    }
+
     /// The key as `Bytes` (a copy if it was held inline).
     #[cfg(any(test, feature = "unstable-wire"))]
     pub fn to_bytes(&self) -> Bytes {
