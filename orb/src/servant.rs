@@ -227,8 +227,8 @@ impl Context {
 
     /// Keeps this context as the thread's spare once its upcall is over, if nothing else
     /// holds it (a servant may keep a clone; then it is simply dropped). The peer's bytes are
-    /// let go first: the object key and the operation name are slices of the received frame,
-    /// which a spare would otherwise keep until the thread's next upcall.
+    /// let go first: the operation name and a long object key are slices of the received
+    /// frame, which a spare would otherwise keep until the thread's next upcall.
     #[inline]
     pub(crate) fn recycle(self) {
         let mut inner = self.inner;
