@@ -19,10 +19,10 @@ mod direct;
 mod error;
 mod header;
 mod locate;
+mod object_key;
 mod reply;
 pub(crate) mod request;
 mod service_context;
-mod short;
 
 #[cfg(test)]
 pub(crate) use codec::fragment;
@@ -51,7 +51,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 /// The operation name's type in a decoded request: UTF-8 sharing the received frame's
 /// buffer, so decoding a request allocates no string.
 pub use bytestring::ByteString;
-pub use short::ObjectKey;
+pub use object_key::ObjectKey;
 
 /// A message body as received: a zero-copy slice of the frame, plus what is needed to decode it
 /// with the right alignment and byte order.
@@ -312,7 +312,7 @@ pub(crate) fn read_key_of(
     r: &mut CdrReader<'_>,
 ) -> Result<ObjectKey, crate::cdr::DecodeError> {
     let bytes = r.read_octets()?;
-    if bytes.len() <= short::INLINE {
+    if bytes.len() <= object_key::INLINE {
         return Ok(ObjectKey::from(bytes));
     }
     Ok(ObjectKey::from(share(

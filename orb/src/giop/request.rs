@@ -302,10 +302,11 @@ impl Request {
         // came: the header then holds nothing of the frame and is left to the next `boxed`
         // to overwrite (its drop, ~40 instructions, runs there once instead of twice).
         let h = &self.header;
-        let holds_frame = !h.operation.is_empty()
-            || !h.service_context.0.is_empty()
-            || !matches!(&h.target, TargetAddress::Key(k) if !k.holds_frame());
-        if holds_frame {
+        let target_holds_frame = match &h.target {
+            TargetAddress::Key(k) => k.holds_frame(),
+            _ => true,
+        };
+        if target_holds_frame || !h.operation.is_empty() || !h.service_context.0.is_empty() {
             self.header = RequestHeader {
                 request_id: 0,
                 response_flags: 0,

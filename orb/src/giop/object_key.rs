@@ -46,9 +46,6 @@ impl Repr {
     #[inline]
     fn of_frame(msg: &Bytes, range: Range<usize>) -> Option<Repr> {
         let bytes = msg.get(range.clone())?;
-        let Ok(len) = u8::try_from(bytes.len()) else {
-            return Some(Repr::Shared(msg.slice(range)));
-        };
         if bytes.len() > INLINE {
             return Some(Repr::Shared(msg.slice(range)));
         }
@@ -60,9 +57,9 @@ impl Repr {
             .checked_add(INLINE)
             .and_then(|end| msg.get(range.start..end))
             .and_then(|w| <[u8; INLINE]>::try_from(w).ok());
-        match window {
-            Some(buf) => Some(Repr::Inline { len, buf }),
-            None => Repr::inline(bytes),
+        match (window, u8::try_from(bytes.len())) {
+            (Some(buf), Ok(len)) => Some(Repr::Inline { len, buf }),
+            _ => Repr::inline(bytes),
         }
     }
 
@@ -140,12 +137,6 @@ impl PartialEq for ObjectKey {
 }
 
 impl Eq for ObjectKey {}
-
-impl PartialEq<[u8]> for ObjectKey {
-    fn eq(&self, other: &[u8]) -> bool {
-        **self == *other
-    }
-}
 
 impl fmt::Debug for ObjectKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
