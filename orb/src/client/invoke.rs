@@ -42,6 +42,15 @@ pub(crate) struct Params<'a> {
 /// How many LOCATION_FORWARD hops (and CloseConnection retries) one call follows.
 pub(crate) const MAX_HOPS: usize = 8;
 
+/// A clock reading a call took, with the time its deadline left as of it: the call's timeout
+/// when the deadline was made from this reading (no `Instant` subtraction, ~40 instructions
+/// out of line, to work it out again for the DEADLINE context).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Reading {
+    pub(crate) now: Instant,
+    pub(crate) left: Duration,
+}
+
 /// A request on the wire, whose reply (if two-way) its registered waiter awaits.
 #[derive(Debug)]
 pub(crate) struct Sent {
@@ -51,9 +60,10 @@ pub(crate) struct Sent {
     pub(crate) version: Version,
     /// The call's `invoke` span.
     pub(crate) span: tracing::Span,
-    /// The caller's clock reading that stood for the send's (no connect in between): the
-    /// wait's first deadline check uses it instead of reading the clock again.
-    pub(crate) clock: Option<Instant>,
+    /// The caller's clock reading that stood for the send's (no connect in between), with
+    /// the time left as of it: the wait's first deadline check uses it instead of reading the
+    /// clock again.
+    pub(crate) clock: Option<Reading>,
 }
 
 impl Orb {
@@ -326,9 +336,13 @@ impl OrbInner {
     ) -> Result<Option<Reply>, SystemException> {
         self.check_running()?;
         let now = Instant::now();
-        let mut deadline = now + timeout.unwrap_or(self.config.call_timeout);
-        if let Some(inherited) = inherited_deadline() {
-            deadline = deadline.min(inherited);
+        let timeout = timeout.unwrap_or(self.config.call_timeout);
+        let mut deadline = now + timeout;
+        // The time left as of `now` is the timeout, unless an earlier deadline is inherited.
+        let mut first = Reading { now, left: timeout };
+        if let Some(inherited) = inherited_deadline().filter(|&d| d < deadline) {
+            deadline = inherited;
+            first.left = deadline.saturating_duration_since(now);
         }
         // Only a LOCATION_FORWARD makes a new target; the common path borrows the caller's.
         let mut forwarded: Option<ObjectRef> = None;
@@ -337,7 +351,7 @@ impl OrbInner {
             let current = forwarded.as_ref().unwrap_or(target);
             // The clock read above stands for the send's too on the first attempt (the
             // DEADLINE context's remaining time), unless the send has to connect first.
-            let clock = (hops == 0).then_some(now);
+            let clock = (hops == 0).then_some(first);
             let result = self.call_once(current, operation, twoway, params, deadline, clock);
             match result {
                 Ok(Some(reply))
@@ -371,7 +385,7 @@ impl OrbInner {
         twoway: bool,
         params: Params<'_>,
         deadline: Instant,
-        clock: Option<Instant>,
+        clock: Option<Reading>,
     ) -> Result<Option<Reply>, SystemException> {
         if let Some(profile) = target.primary().filter(|p| self.is_collocated(p)) {
             return self.call_local(profile, operation, twoway, params, deadline);
@@ -392,7 +406,10 @@ impl OrbInner {
         let exit = {
             let _suspended = self.suspend_dispatch();
             let until = match sent.clock {
-                Some(now) => Until { deadline, now },
+                Some(r) => Until {
+                    deadline,
+                    now: r.now,
+                },
                 None => Until::from_now(deadline),
             };
             // The caller reads its own reply if it can (an idle client); else it waits in
@@ -450,15 +467,15 @@ impl OrbInner {
     /// participant bounded by `deadline`), with `waiter` registered for its reply before it
     /// is sent (`None`: a oneway). What both a blocking call and an asynchronous one do
     /// before they wait, each in its own way. `clock`: a clock reading the caller took
-    /// just before, for the DEADLINE context's remaining time if the connection is there
-    /// already (else the clock is read again once connected).
+    /// just before, with the time left as of it: the DEADLINE context's remaining time if
+    /// the connection is there already (else the clock is read again once connected).
     pub(crate) fn send_request(
         &self,
         target: &ObjectRef,
         operation: &str,
         params: Params<'_>,
         deadline: Instant,
-        clock: Option<Instant>,
+        clock: Option<Reading>,
         waiter: Option<Waiter>,
     ) -> Result<Sent, SystemException> {
         let twoway = waiter.is_some();
@@ -509,8 +526,10 @@ impl OrbInner {
         let _enter = span.enter();
         // The DEADLINE context (first among the contexts), written straight into the frame.
         let deadline_data = (twoway && version >= Version::V1_1).then(|| {
-            let now = clock.filter(|_| at_once).unwrap_or_else(Instant::now);
-            let remaining = deadline.saturating_duration_since(now);
+            let remaining = match clock.filter(|_| at_once) {
+                Some(r) => r.left,
+                None => deadline.saturating_duration_since(Instant::now()),
+            };
             CallChain(current_chain()).deadline_data(Deadline(remaining))
         });
         // Holds contexts only on the one request per connection that announces BiDir, and on

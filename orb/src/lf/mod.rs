@@ -231,6 +231,17 @@ impl Until {
     pub(crate) fn left(&self) -> Duration {
         self.deadline.saturating_duration_since(self.now)
     }
+
+    /// Whether less than `margin` was left at the reading: `left() < margin` with an
+    /// addition, where the subtraction is ~40 instructions (callgrind). Out of line: inlined
+    /// into the leader's turn, it was worked out at the top of the turn whether the turn
+    /// had a deadline or not.
+    #[inline(never)]
+    pub(crate) fn closer_than(&self, margin: Duration) -> bool {
+        self.now
+            .checked_add(margin)
+            .is_none_or(|later| self.deadline < later)
+    }
 }
 
 /// The ORB side of the pool: what a leader does.

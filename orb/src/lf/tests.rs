@@ -772,3 +772,35 @@ fn a_timed_out_leader_passes_leadership_on() {
     assert_eq!(t.join().unwrap(), Exit::Completed);
     assert_eq!(p2.take().unwrap().unwrap().unwrap().header.request_id, 7);
 }
+
+/// `closer_than` is `left() < margin`, worked out with an addition: the same answer for a
+/// deadline passed, within the margin, at it and beyond it.
+#[test]
+fn closer_than_agrees_with_the_time_left() {
+    let now = Instant::now();
+    let margin = Duration::from_millis(20);
+    let cases = [
+        Until { deadline: now, now },
+        Until {
+            deadline: now + Duration::from_millis(5),
+            now,
+        },
+        Until {
+            deadline: now + margin,
+            now,
+        },
+        Until {
+            deadline: now + Duration::from_secs(3),
+            now,
+        },
+        Until {
+            deadline: now,
+            now: now + Duration::from_secs(1),
+        },
+    ];
+    let closer: Vec<bool> = cases.iter().map(|u| u.closer_than(margin)).collect();
+    assert_eq!(closer, [true, true, false, false, true]);
+    for u in cases {
+        assert_eq!(u.closer_than(margin), u.left() < margin, "{u:?}");
+    }
+}

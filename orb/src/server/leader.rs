@@ -527,7 +527,7 @@ impl OrbInner {
         first: &mut Option<Arc<Connection>>,
     ) -> Own<'_, Arc<Connection>> {
         if !self.config.owned_reads
-            || until.is_some_and(|u| u.left() < OWNED_DEADLINE_MARGIN)
+            || until.is_some_and(|u| u.closer_than(OWNED_DEADLINE_MARGIN))
             || !self.reactor.alarm_works()
         {
             return Own::No;
