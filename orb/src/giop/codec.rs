@@ -43,7 +43,7 @@ use super::error::FrameError;
 use super::header::{Header, MsgType, HEADER_LEN};
 use super::locate::{decode_locate_reply, decode_locate_request, write_locate_reply_in};
 use super::reply::{decode_reply_parts, write_reply_in};
-use super::request::{decode_request_parts, write_request_in};
+use super::request::{decode_request_into, write_request_in};
 use super::{
     write_cancel_request, write_close_connection, write_locate_request, write_message_error, Frame,
     Message, Reply, Request,
@@ -321,8 +321,11 @@ fn decode_message(h: Header, msg: Bytes) -> Result<Frame, FrameError> {
     let message = match h.msg_type {
         // The body takes the frame over (no slice of it made, no reference count moved).
         MsgType::Request => {
-            let (header, body) = decode_request_parts(h.version, &msg, &mut r)?;
-            Message::Request(Request::boxed(header, body.owned(msg)))
+            // Decoded into this thread's spare box, in place.
+            let mut request = Request::spare();
+            let body = decode_request_into(h.version, &msg, &mut r, &mut request.header)?;
+            request.body = body.owned(msg);
+            Message::Request(request)
         }
         MsgType::Reply => {
             let (header, body) = decode_reply_parts(h.version, &msg, &mut r)?;
@@ -537,6 +540,68 @@ mod tests {
             assert!(matches!(f.message, Message::Request(ref r) if r.header.request_id == 2));
             assert!(src.is_empty());
         }
+    }
+
+    /// A request is decoded into this thread's spare box once the last one's upcall gave
+    /// it back (`Request::into_body`), with its own fields, whether it took the direct way
+    /// (1.2) or the reader's (1.0); a malformed one is an error and leaves no frame behind.
+    #[test]
+    fn requests_are_decoded_into_the_threads_spare_box() {
+        let decode_one = |msg: &BytesMut| {
+            let mut src = msg.clone();
+            match GiopCodec::default().decode(&mut src) {
+                Ok(Some(Frame {
+                    message: Message::Request(r),
+                    ..
+                })) => r,
+                other => panic!("not a request: {other:?}"),
+            }
+        };
+        let first = decode_one(&request(1, 4));
+        let at = &*first as *const Request;
+        drop(first.into_body());
+        let second = decode_one(&request(2, 6));
+        assert_eq!(&*second as *const Request, at, "the spare box was not used");
+        assert_eq!(second.header.request_id, 2);
+        assert_eq!(second.header.operation, "call");
+        assert_eq!(
+            second.header.target.object_key().as_deref(),
+            Some(&b"key"[..])
+        );
+        assert_eq!(second.body.bytes.len(), 4 + 6);
+        drop(second.into_body());
+        // The reader's way (1.0) into the same box.
+        let mut old = BytesMut::new();
+        let h = RequestHeader {
+            deadline: None,
+            request_id: 3,
+            response_flags: 3,
+            target: TargetAddress::Key(Bytes::from_static(b"other").into()),
+            operation: "op".into(),
+            service_context: ServiceContextList::default(),
+        };
+        write_request(&mut old, Version::V1_0, &h, |w| w.write_octets(b"x"));
+        let third = decode_one(&old);
+        assert_eq!(&*third as *const Request, at);
+        assert_eq!(third.header, h);
+        drop(third.into_body());
+        // Cut after the operation name's length: an error, and the box is gone with it
+        // (no frame kept), so the next request gets a new one.
+        let mut bad = request(4, 0);
+        bad.truncate(40);
+        let size = (bad.len() - 12) as u32;
+        let size = match bad[6] & 1 {
+            1 => size.to_le_bytes(),
+            _ => size.to_be_bytes(),
+        };
+        bad[8..12].copy_from_slice(&size);
+        let mut src = bad.clone();
+        match GiopCodec::default().decode(&mut src) {
+            Err(FrameError::Decode(e)) => assert!(e.to_string().contains("Request"), "{e}"),
+            other => panic!("not a decode error: {other:?}"),
+        }
+        let fourth = decode_one(&request(5, 1));
+        assert_eq!(fourth.header.request_id, 5);
     }
 
     #[test]

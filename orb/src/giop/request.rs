@@ -199,6 +199,18 @@ pub struct RequestHeader {
 }
 
 impl RequestHeader {
+    /// A header that holds nothing (of any frame): what a spare request box keeps.
+    fn stale() -> Self {
+        RequestHeader {
+            request_id: 0,
+            response_flags: 0,
+            target: TargetAddress::Key(ObjectKey::new()),
+            operation: ByteString::new(),
+            service_context: RequestContexts::default(),
+            deadline: None,
+        }
+    }
+
     /// Whether the sender expects a reply (bit 0 of the response flags).
     pub fn response_expected(&self) -> bool {
         self.response_flags & 1 != 0
@@ -281,16 +293,27 @@ std::thread_local! {
 }
 
 impl Request {
+    /// This thread's spare allocation if it has one, else a new one, for a request to be
+    /// decoded into (its header and body hold nothing of any frame; they are stale values
+    /// for the decoder to overwrite). Decoding into the box, field by field, spares the
+    /// copies of a request built first and moved in (two `memcpy` calls of ~200 bytes,
+    /// callgrind).
+    pub(crate) fn spare() -> Box<Request> {
+        SPARE.with(|s| s.take()).unwrap_or_else(|| {
+            Box::new(Request {
+                header: RequestHeader::stale(),
+                body: Body::empty(ByteOrder::NATIVE),
+            })
+        })
+    }
+
     /// The request, boxed in this thread's spare allocation if it has one, else in a new one.
+    #[cfg(test)]
     pub(crate) fn boxed(header: RequestHeader, body: Body) -> Box<Request> {
-        let request = Request { header, body };
-        match SPARE.with(|s| s.take()) {
-            Some(mut spare) => {
-                *spare = request;
-                spare
-            }
-            None => Box::new(request),
-        }
+        let mut request = Request::spare();
+        request.header = header;
+        request.body = body;
+        request
     }
 
     /// The body (the servant's parameters). The box goes back as this thread's spare for the
@@ -307,14 +330,7 @@ impl Request {
             _ => true,
         };
         if target_holds_frame || !h.operation.is_empty() || !h.service_context.0.is_empty() {
-            self.header = RequestHeader {
-                request_id: 0,
-                response_flags: 0,
-                target: TargetAddress::Key(ObjectKey::new()),
-                operation: ByteString::new(),
-                service_context: RequestContexts::default(),
-                deadline: None,
-            };
+            self.header = RequestHeader::stale();
         }
         SPARE.with(|s| s.set(Some(self)));
         body
@@ -343,18 +359,36 @@ pub(crate) fn decode_request(
 /// 1.0/1.1 `response_expected` maps to response flags 0x03 (true) or 0x00 (false); the
 /// requesting principal is read and dropped. The body is everything after the header (1.2:
 /// after the padding to 8, which is only skipped when bytes remain).
+#[cfg(test)]
 pub(crate) fn decode_request_parts(
     version: Version,
     msg: &Bytes,
     r: &mut CdrReader<'_>,
 ) -> Result<(RequestHeader, BodyAt), DecodeError> {
-    decode_request_inner(version, msg, r).field("Request")
+    let mut header = RequestHeader::stale();
+    let body = decode_request_into(version, msg, r, &mut header)?;
+    Ok((header, body))
+}
+
+/// [`decode_request_parts`] into `dst` (a spare box's header, [`Request::spare`]), which is
+/// written only once the request decoded: on an error it holds what it held.
+pub(crate) fn decode_request_into(
+    version: Version,
+    msg: &Bytes,
+    r: &mut CdrReader<'_>,
+    dst: &mut RequestHeader,
+) -> Result<BodyAt, DecodeError> {
+    decode_request_inner(version, msg, r, dst).field("Request")
 }
 
 /// Decodes the common GIOP 1.2 Request (a KeyAddr target, well-formed) straight from the
 /// frame's bytes ([`Direct`]), for a reader at the request header; `None` for anything else,
 /// which the reader's way then decodes or reports.
-fn decode_request_1_2_fast(msg: &Bytes, r: &mut CdrReader<'_>) -> Option<(RequestHeader, BodyAt)> {
+fn decode_request_1_2_fast(
+    msg: &Bytes,
+    r: &mut CdrReader<'_>,
+    dst: &mut RequestHeader,
+) -> Option<BodyAt> {
     let d = Direct::at_header(msg, r)?;
     let request_id = d.u32_at(12)?;
     let response_flags = *msg.get(16)?;
@@ -380,29 +414,32 @@ fn decode_request_1_2_fast(msg: &Bytes, r: &mut CdrReader<'_>) -> Option<(Reques
         deadline.is_some()
     })?;
     let body = d.body_at(at, r)?;
-    let header = RequestHeader {
+    let target = TargetAddress::Key(ObjectKey::of_frame(msg, key)?);
+    *dst = RequestHeader {
         request_id,
         response_flags,
-        target: TargetAddress::Key(ObjectKey::of_frame(msg, key)?),
+        target,
         operation,
         service_context,
         deadline,
     };
-    Some((header, body))
+    Some(body)
 }
 
 fn decode_request_inner(
     version: Version,
     msg: &Bytes,
     r: &mut CdrReader<'_>,
-) -> Result<(RequestHeader, BodyAt), DecodeError> {
+    dst: &mut RequestHeader,
+) -> Result<BodyAt, DecodeError> {
     if version.minor >= 2 {
-        if let Some(request) = decode_request_1_2_fast(msg, r) {
-            return Ok(request);
+        if let Some(body) = decode_request_1_2_fast(msg, r, dst) {
+            return Ok(body);
         }
     }
     let request = decode_request_fields(version, msg, r)?;
-    Ok((request.header, BodyAt::Made(request.body)))
+    *dst = request.header;
+    Ok(BodyAt::Made(request.body))
 }
 
 /// [`decode_request_inner`] field by field through the reader: any request, and the errors
@@ -763,7 +800,8 @@ mod tests {
                 return false;
             }
             let slow = decode_request_fields(Version::V1_2, msg, &mut slow_r);
-            let fast = decode_request_1_2_fast(msg, &mut fast_r).map(|(header, body)| Request {
+            let mut header = RequestHeader::stale();
+            let fast = decode_request_1_2_fast(msg, &mut fast_r, &mut header).map(|body| Request {
                 header,
                 body: body.sliced(msg),
             });
