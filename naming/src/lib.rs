@@ -743,7 +743,7 @@ mod tests {
             .expect("frame decodes")
             .expect("whole frame");
         let reply = match frame.message {
-            Message::Reply(r) => r,
+            Message::Reply(r) => *r,
             m => panic!("not a reply: {m:?}"),
         };
         check_reply(reply.into_cdr_reply()?)

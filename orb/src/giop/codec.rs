@@ -329,16 +329,17 @@ fn decode_message(h: Header, msg: Bytes) -> Result<Frame, FrameError> {
         }
         MsgType::Reply => {
             let (header, body) = decode_reply_parts(h.version, &msg, &mut r)?;
-            Message::Reply(Reply {
-                header,
-                body: body.owned(msg),
-            })
+            Message::Reply(Reply::boxed(header, body.owned(msg)))
         }
         MsgType::CancelRequest => Message::CancelRequest {
             request_id: r.read_u32().field("request_id").field("CancelRequest")?,
         },
-        MsgType::LocateRequest => Message::LocateRequest(decode_locate_request(h.version, &mut r)?),
-        MsgType::LocateReply => Message::LocateReply(decode_locate_reply(h.version, &msg, &mut r)?),
+        MsgType::LocateRequest => {
+            Message::LocateRequest(Box::new(decode_locate_request(h.version, &mut r)?))
+        }
+        MsgType::LocateReply => {
+            Message::LocateReply(Box::new(decode_locate_reply(h.version, &msg, &mut r)?))
+        }
         // Both should be empty; any body is ignored.
         MsgType::CloseConnection => Message::CloseConnection,
         MsgType::MessageError => Message::MessageError,

@@ -75,7 +75,48 @@ pub struct Reply {
     pub body: Body,
 }
 
+std::thread_local! {
+    /// This thread's spare allocation for a decoded reply ([`Reply::boxed`]): the thread
+    /// that hands a reply to its caller takes it out of its box ([`Reply::unboxed`]), which
+    /// stays here for the next reply it reads. It holds no bytes of any frame.
+    static SPARE: std::cell::Cell<Option<Box<Reply>>> = const { std::cell::Cell::new(None) };
+}
+
 impl Reply {
+    /// A reply that holds nothing (of any frame): what a spare box keeps.
+    fn stale() -> Self {
+        Reply {
+            header: ReplyHeader {
+                request_id: 0,
+                status: ReplyStatus::NoException,
+                service_context: ServiceContextList::default(),
+            },
+            body: Body::empty(ByteOrder::NATIVE),
+        }
+    }
+
+    /// The reply, boxed in this thread's spare allocation if it has one (field by field, in
+    /// place), else in a new one. Boxed, a frame is a fifth of its size, and frames are moved
+    /// several times between the socket and the caller (callgrind).
+    pub(crate) fn boxed(header: ReplyHeader, body: Body) -> Box<Reply> {
+        match SPARE.with(|s| s.take()) {
+            Some(mut spare) => {
+                spare.header = header;
+                spare.body = body;
+                spare
+            }
+            None => Box::new(Reply { header, body }),
+        }
+    }
+
+    /// The reply out of its box, which stays as this thread's spare for the next
+    /// [`boxed`](Self::boxed), holding nothing of the frame.
+    pub(crate) fn unboxed(mut boxed: Box<Reply>) -> Reply {
+        let reply = std::mem::replace(&mut *boxed, Reply::stale());
+        SPARE.with(|s| s.set(Some(boxed)));
+        reply
+    }
+
     /// The reply as [`ObjectProxy::invoke_cdr`](crate::ObjectProxy::invoke_cdr) returns it:
     /// the results, or a user exception split into its repository id and members.
     ///
@@ -404,6 +445,36 @@ mod tests {
     }
 
     use super::*;
+
+    /// A reply read on a thread whose last reply was taken out of its box goes into the
+    /// same allocation, with its own fields; the spare keeps nothing of the frame.
+    #[test]
+    fn a_spare_reply_box_takes_the_next_reply_on_its_thread() {
+        let frame = Bytes::from(b"reply-frame-bytes".to_vec());
+        let header = |id| ReplyHeader {
+            request_id: id,
+            status: ReplyStatus::NoException,
+            service_context: ServiceContextList::default(),
+        };
+        let body = Body {
+            bytes: frame.slice(6..),
+            offset: 0,
+            order: ByteOrder::Big,
+        };
+        let first = Reply::boxed(header(1), body.clone());
+        let at = &*first as *const Reply;
+        let reply = Reply::unboxed(first);
+        assert_eq!((reply.header.request_id, &reply.body), (1, &body));
+        drop((reply, body));
+        assert!(frame.is_unique(), "the spare box keeps the frame");
+        let second = Reply::boxed(header(2), Body::empty(ByteOrder::Little));
+        assert_eq!(&*second as *const Reply, at, "the spare box was not used");
+        assert_eq!(second.header, header(2));
+        assert_eq!(second.body, Body::empty(ByteOrder::Little));
+        // Taken: another reply on this thread gets an allocation of its own.
+        let third = Reply::boxed(header(3), Body::empty(ByteOrder::Little));
+        assert_ne!(&*third as *const Reply, at);
+    }
     use crate::giop::{Header, ServiceContext, HEADER_LEN};
 
     fn decode(buf: &[u8]) -> Result<Reply, DecodeError> {
