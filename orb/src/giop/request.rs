@@ -286,7 +286,7 @@ pub struct Request {
 std::thread_local! {
     /// This thread's spare allocation for a decoded request: the upcall that ran the last
     /// request read on this thread gives its box back ([`Request::into_body`]), and the next
-    /// request read here is decoded into it ([`Request::boxed`]). A thread that reads
+    /// request read here is decoded into it ([`Request::spare`]). A thread that reads
     /// requests and runs them in turn (the leader of a `lat` server) then allocates nothing
     /// per request for it. It holds no bytes of any frame.
     static SPARE: std::cell::Cell<Option<Box<Request>>> = const { std::cell::Cell::new(None) };
@@ -317,7 +317,7 @@ impl Request {
     }
 
     /// The body (the servant's parameters). The box goes back as this thread's spare for the
-    /// next [`boxed`](Self::boxed), without what its header held of the frame.
+    /// next request ([`spare`](Self::spare)), without what its header held of the frame.
     pub(crate) fn into_body(mut self: Box<Self>) -> Body {
         // Field by field, in place: replacing the whole request would copy it out first.
         let body = std::mem::replace(&mut self.body, Body::empty(ByteOrder::NATIVE));
@@ -351,14 +351,7 @@ pub(crate) fn decode_request(
     })
 }
 
-/// Decodes a Request message (everything after the 12-byte GIOP header) for `version`:
-/// its header, and where its body is, for a decoder that owns `msg` and lets the body take
-/// it over ([`BodyAt::owned`]). `msg` is the whole message including header; the reader
-/// starts at offset 12.
-///
-/// 1.0/1.1 `response_expected` maps to response flags 0x03 (true) or 0x00 (false); the
-/// requesting principal is read and dropped. The body is everything after the header (1.2:
-/// after the padding to 8, which is only skipped when bytes remain).
+/// [`decode_request_into`] into a header of its own (tests).
 #[cfg(test)]
 pub(crate) fn decode_request_parts(
     version: Version,
@@ -370,8 +363,17 @@ pub(crate) fn decode_request_parts(
     Ok((header, body))
 }
 
-/// [`decode_request_parts`] into `dst` (a spare box's header, [`Request::spare`]), which is
-/// written only once the request decoded: on an error it holds what it held.
+/// Decodes a Request message (everything after the 12-byte GIOP header) for `version`:
+/// its header, and where its body is, for a decoder that owns `msg` and lets the body take
+/// it over ([`BodyAt::owned`]). `msg` is the whole message including header; the reader
+/// starts at offset 12.
+///
+/// 1.0/1.1 `response_expected` maps to response flags 0x03 (true) or 0x00 (false); the
+/// requesting principal is read and dropped. The body is everything after the header (1.2:
+/// after the padding to 8, which is only skipped when bytes remain).
+///
+/// The header goes into `dst` (a spare box's, [`Request::spare`]), written only once the
+/// request decoded: on an error it holds what it held.
 pub(crate) fn decode_request_into(
     version: Version,
     msg: &Bytes,
