@@ -99,18 +99,17 @@ impl Participant {
 
     /// Keeps a bound participant whose wait is over as this thread's spare, if nothing else
     /// holds it any more (the pending map, the pool's lists and the thread that completed it
-    /// have all let go): a caller then allocates no participant per call.
+    /// have all let go): a caller then allocates no participant per call. Asked with a load
+    /// of the count, not `Arc::get_mut` (a locked compare-exchange per call): [`bound`]
+    /// makes sure it is the only holder before it reuses the participant, and empties its
+    /// slot. The slot is empty here anyway: a completion is taken before the caller recycles
+    /// ([`finish`](Self::finish)), and a caller that read its own reply had none.
+    ///
+    /// [`bound`]: Self::bound
     pub(crate) fn recycle(p: Arc<Self>) {
         #[cfg(not(orb_loom))]
-        {
-            let mut p = p;
-            if !p.unbound {
-                if let Some(q) = Arc::get_mut(&mut p) {
-                    // Nothing kept alive in a spare (a completion holds a reply's frame).
-                    *q.slot.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
-                    SPARE.with(|s| s.put(p));
-                }
-            }
+        if !p.unbound && Arc::strong_count(&p) == 1 {
+            SPARE.with(|s| s.put(p));
         }
         #[cfg(orb_loom)]
         drop(p);
