@@ -70,7 +70,7 @@ impl LocalCaller<'_> {
 /// What a collocated call returned.
 pub(crate) enum LocalAnswer {
     /// The reply (`None`: a oneway), as if it had come over a connection.
-    Now(Option<Box<Reply>>),
+    Now(Option<Reply>),
     /// The servant deferred its answer in an asynchronous call: it completes the task's slot
     /// unless the caller gives up first (see [`LocalDeferred`]).
     Later(LocalDeferred),

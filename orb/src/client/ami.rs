@@ -257,7 +257,7 @@ struct AfterHooks {
 enum State {
     /// Resolved (or failed before anything was sent): the final reply (no forward), or
     /// what the call failed with; `None` once taken.
-    Ready(Option<Result<Box<Reply>, SystemException>>),
+    Ready(Option<Result<Reply, SystemException>>),
     /// On the wire, waiting for the reply (boxed: the future stays small to move around).
     Waiting(Box<InFlight>),
 }
@@ -616,7 +616,7 @@ fn next_step(completion: Option<Completion>, call: &Call) -> Next {
 /// What a completed call leads to.
 enum Next {
     /// The final reply (no forward to follow), or what the call failed with.
-    Done(Result<Box<Reply>, SystemException>),
+    Done(Result<Reply, SystemException>),
     /// Send the call again (to this target, if forwarded).
     Again(Option<ObjectRef>),
 }
@@ -643,7 +643,7 @@ impl Future for CdrReplyFuture {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.get_mut().call.poll_with(
             cx,
-            |r| r.and_then(|r| Reply::unboxed(r).into_cdr_reply()),
+            |r| r.and_then(Reply::into_cdr_reply),
             |r| match r {
                 Ok(CdrReply::NoException(_)) => Outcome::Ok,
                 Ok(CdrReply::UserException { .. }) => Outcome::UserException,
@@ -684,7 +684,7 @@ impl AsyncCall {
     fn poll_with<T>(
         &mut self,
         cx: &mut Context<'_>,
-        decode: impl FnOnce(Result<Box<Reply>, SystemException>) -> T,
+        decode: impl FnOnce(Result<Reply, SystemException>) -> T,
         outcome: impl FnOnce(&T) -> Outcome<'_>,
     ) -> Poll<T> {
         let Poll::Ready(reply) = self.poll_reply(cx) else {
@@ -715,7 +715,7 @@ impl AsyncCall {
     }
 
     /// Polls for the final reply (forwards and resends followed), without the after hooks.
-    fn poll_reply(&mut self, cx: &mut Context<'_>) -> Poll<Result<Box<Reply>, SystemException>> {
+    fn poll_reply(&mut self, cx: &mut Context<'_>) -> Poll<Result<Reply, SystemException>> {
         let this = self;
         loop {
             let f = match &mut this.state {

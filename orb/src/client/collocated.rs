@@ -52,7 +52,7 @@ impl OrbInner {
         twoway: bool,
         params: Params<'_>,
         deadline: Instant,
-    ) -> Result<Option<Box<Reply>>, SystemException> {
+    ) -> Result<Option<Reply>, SystemException> {
         match self.call_local_with(profile, operation, twoway, params, deadline, None)? {
             LocalAnswer::Now(reply) => Ok(reply),
             LocalAnswer::Later(_) => Err(SystemException::internal(

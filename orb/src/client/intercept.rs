@@ -22,7 +22,7 @@ impl OrbInner {
         twoway: bool,
         params: Params<'_>,
         timeout: Option<Duration>,
-    ) -> Result<Option<Box<Reply>>, SystemException> {
+    ) -> Result<Option<Reply>, SystemException> {
         let chain = &self.config.interceptors.client;
         // The proxy's metadata is ours already: it decodes.
         let metadata = Metadata::from_contexts(params.metadata).unwrap_or_default();

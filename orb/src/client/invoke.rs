@@ -186,10 +186,10 @@ impl Orb {
 
 /// The result of a two-way call with one octet-sequence result: the octets, the user
 /// exception (id and octets), or the system exception the reply stands for.
-pub(crate) fn octets_reply(reply: Box<Reply>) -> Result<Bytes, Exception> {
+pub(crate) fn octets_reply(reply: Reply) -> Result<Bytes, Exception> {
     match reply.header.status {
-        ReplyStatus::NoException => Reply::take_body(reply).into_octets().map_err(bad_reply),
-        _ => Err(exception_reply(Reply::unboxed(reply))),
+        ReplyStatus::NoException => reply.body.into_octets().map_err(bad_reply),
+        _ => Err(exception_reply(reply)),
     }
 }
 
@@ -258,7 +258,7 @@ impl OrbInner {
         body: &dyn Fn(&mut CdrWriter<'_>),
         timeout: Option<Duration>,
         metadata: &[ServiceContext],
-    ) -> Result<Option<Box<Reply>>, SystemException> {
+    ) -> Result<Option<Reply>, SystemException> {
         let params = Params {
             write: body,
             split: None,
@@ -278,7 +278,7 @@ impl OrbInner {
         octets: &Bytes,
         timeout: Option<Duration>,
         metadata: &[ServiceContext],
-    ) -> Result<Option<Box<Reply>>, SystemException> {
+    ) -> Result<Option<Reply>, SystemException> {
         let body = |w: &mut CdrWriter<'_>| w.write_octets(octets);
         let params = Params {
             write: &body,
@@ -300,7 +300,7 @@ impl OrbInner {
         len: usize,
         timeout: Option<Duration>,
         metadata: &[ServiceContext],
-    ) -> Result<Option<Box<Reply>>, SystemException> {
+    ) -> Result<Option<Reply>, SystemException> {
         let params = Params {
             write,
             split: None,
@@ -317,7 +317,7 @@ impl OrbInner {
         twoway: bool,
         params: Params<'_>,
         timeout: Option<Duration>,
-    ) -> Result<Option<Box<Reply>>, SystemException> {
+    ) -> Result<Option<Reply>, SystemException> {
         if !self.config.interceptors.client.is_empty() {
             // Around the whole call, hops and resends included (`client/intercept.rs`).
             return self.call_intercepted(target, operation, twoway, params, timeout);
@@ -333,7 +333,7 @@ impl OrbInner {
         twoway: bool,
         params: Params<'_>,
         timeout: Option<Duration>,
-    ) -> Result<Option<Box<Reply>>, SystemException> {
+    ) -> Result<Option<Reply>, SystemException> {
         self.check_running()?;
         let now = Instant::now();
         let timeout = timeout.unwrap_or(self.config.call_timeout);
@@ -386,7 +386,7 @@ impl OrbInner {
         params: Params<'_>,
         deadline: Instant,
         clock: Option<Reading>,
-    ) -> Result<Option<Box<Reply>>, SystemException> {
+    ) -> Result<Option<Reply>, SystemException> {
         if let Some(profile) = target.primary().filter(|p| self.is_collocated(p)) {
             return self.call_local(profile, operation, twoway, params, deadline);
         }

@@ -76,11 +76,9 @@ pub struct Reply {
 }
 
 std::thread_local! {
-    /// This thread's spare allocation for a decoded reply ([`Reply::boxed`]). A reply stays
-    /// in its box from the decoder to the caller that reads it, which takes it (or its body)
-    /// out ([`Reply::unboxed`], [`Reply::take_body`]) and leaves the box here for the next
-    /// reply this thread reads or makes: the same thread when a caller reads its own reply.
-    /// It holds no bytes of any frame.
+    /// This thread's spare allocation for a decoded reply ([`Reply::boxed`]): the thread
+    /// that hands a reply to its caller takes it out of its box ([`Reply::unboxed`]), which
+    /// stays here for the next reply it reads. It holds no bytes of any frame.
     static SPARE: std::cell::Cell<Option<Box<Reply>>> = const { std::cell::Cell::new(None) };
 }
 
@@ -117,19 +115,6 @@ impl Reply {
         let reply = std::mem::replace(&mut *boxed, Reply::stale());
         SPARE.with(|s| s.set(Some(boxed)));
         reply
-    }
-
-    /// The body out of its box, which stays as this thread's spare (as
-    /// [`unboxed`](Self::unboxed)): the common end of a reply, whose caller wants its body
-    /// alone, without moving the whole reply out first.
-    pub(crate) fn take_body(mut boxed: Box<Reply>) -> Body {
-        let body = std::mem::replace(&mut boxed.body, Body::empty(ByteOrder::NATIVE));
-        if !boxed.header.service_context.0.is_empty() {
-            // Slices of the frame.
-            boxed.header.service_context = ServiceContextList::default();
-        }
-        SPARE.with(|s| s.set(Some(boxed)));
-        body
     }
 
     /// The reply as [`ObjectProxy::invoke_cdr`](crate::ObjectProxy::invoke_cdr) returns it:
@@ -471,12 +456,11 @@ mod tests {
             status: ReplyStatus::NoException,
             service_context: ServiceContextList::default(),
         };
-        let body_of = |frame: &Bytes| Body {
+        let body = Body {
             bytes: frame.slice(6..),
             offset: 0,
             order: ByteOrder::Big,
         };
-        let body = body_of(&frame);
         let first = Reply::boxed(header(1), body.clone());
         let at = &*first as *const Reply;
         let reply = Reply::unboxed(first);
@@ -490,23 +474,6 @@ mod tests {
         // Taken: another reply on this thread gets an allocation of its own.
         let third = Reply::boxed(header(3), Body::empty(ByteOrder::Little));
         assert_ne!(&*third as *const Reply, at);
-        drop(third);
-        // The body alone taken out: the box goes back without the frame's slices (the
-        // body's, and a service context's).
-        let mut h = header(4);
-        h.service_context.0.push(crate::giop::ServiceContext {
-            id: 9,
-            data: frame.slice(0..5),
-        });
-        let fourth = Reply::boxed(h, body_of(&frame));
-        let at = &*fourth as *const Reply;
-        let taken = Reply::take_body(fourth);
-        assert_eq!(taken, body_of(&frame));
-        drop(taken);
-        assert!(frame.is_unique(), "the spare box keeps the frame");
-        let fifth = Reply::boxed(header(5), Body::empty(ByteOrder::Little));
-        assert_eq!(&*fifth as *const Reply, at);
-        assert_eq!(fifth.header, header(5));
     }
     use crate::giop::{Header, ServiceContext, HEADER_LEN};
 

@@ -322,7 +322,7 @@ impl Request {
         // Field by field, in place: replacing the whole request would copy it out first.
         let body = std::mem::replace(&mut self.body, Body::empty(ByteOrder::NATIVE));
         // Usually the upcall took the operation name, the key is held inline and no context
-        // came: the header then holds nothing of the frame and is left to the next `boxed`
+        // came: the header then holds nothing of the frame and is left to the next decode
         // to overwrite (its drop, ~40 instructions, runs there once instead of twice).
         let h = &self.header;
         let target_holds_frame = match &h.target {

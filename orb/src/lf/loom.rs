@@ -9,15 +9,15 @@ use crate::sync::Condvar;
 use loom::sync::atomic::AtomicUsize;
 use std::collections::VecDeque;
 
-fn reply(id: u32) -> Box<Reply> {
-    Box::new(Reply {
+fn reply(id: u32) -> Reply {
+    Reply {
         header: ReplyHeader {
             request_id: id,
             status: ReplyStatus::NoException,
             service_context: ServiceContextList::default(),
         },
         body: Body::empty(ByteOrder::Little),
-    })
+    }
 }
 
 type Event = (Option<Arc<Participant>>, u32);

@@ -175,7 +175,7 @@ pub(crate) use waiter::{TaskSlot, Waiter};
 /// between its send and [`Lf::run_from`]).
 pub(crate) enum OwnReply {
     /// Its reply, read by the caller itself, which no longer leads.
-    Read(Box<crate::giop::Reply>),
+    Read(crate::giop::Reply),
     /// No reply yet: the caller waits in the pool ([`Lf::run_from`]), with this clock
     /// reading if nothing was waited for since it was taken.
     Wait(Option<Instant>),

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 /// How a bound participant's wait ended: its reply, `None` for a wait that needs no reply
 /// (an outgoing queue drained below its bound), or the failure that ended it.
-pub(crate) type Completion = Result<Option<Box<Reply>>, SystemException>;
+pub(crate) type Completion = Result<Option<Reply>, SystemException>;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 

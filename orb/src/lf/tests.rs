@@ -43,15 +43,15 @@ fn a_participant_is_reused_only_when_nobody_else_holds_it() {
     );
 }
 
-fn reply(id: u32) -> Box<Reply> {
-    Box::new(Reply {
+fn reply(id: u32) -> Reply {
+    Reply {
         header: ReplyHeader {
             request_id: id,
             status: ReplyStatus::NoException,
             service_context: ServiceContextList::default(),
         },
         body: Body::empty(ByteOrder::Little),
-    })
+    }
 }
 
 /// A fake event source: a queue of (waiter, request id) "arrivals" plus upcall events.

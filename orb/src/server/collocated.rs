@@ -128,7 +128,7 @@ impl OrbInner {
         d: Arc<crate::servant::Deferral>,
         ctx: Context,
         deadline: Instant,
-    ) -> Result<Option<Box<Reply>>, SystemException> {
+    ) -> Result<Option<Reply>, SystemException> {
         let p = Participant::bound();
         let claimed = Arc::new(AtomicBool::new(false));
         let sink = CallerSink {
@@ -217,7 +217,7 @@ impl ReplySink for TaskSink {
 /// status, a system exception's detail text (ERROR_TEXT, as `reply_parts` writes it) and the
 /// CDR body, aligned from its own start (a multiple of 8 from a GIOP header); then the
 /// reply's metadata, if any.
-fn local_reply(body: ReplyBody, metadata: Option<&Metadata>) -> Box<Reply> {
+fn local_reply(body: ReplyBody, metadata: Option<&Metadata>) -> Reply {
     let status = match &body {
         ReplyBody::Octets(_) | ReplyBody::Bool(_) => ReplyStatus::NoException,
         ReplyBody::User(_) => ReplyStatus::UserException,
@@ -236,17 +236,17 @@ fn local_reply(body: ReplyBody, metadata: Option<&Metadata>) -> Box<Reply> {
             ReplyBody::System(e) => encode_system_exception(e, &mut w),
         }
     }
-    Reply::boxed(
-        ReplyHeader {
+    Reply {
+        header: ReplyHeader {
             request_id: 0,
             status,
             // The detail text travels as over a connection (a panic's stays in the log).
             service_context: crate::server::dispatch::reply_contexts(&body, metadata),
         },
-        Body {
+        body: Body {
             bytes: buf.freeze(),
             offset: 0,
             order: ByteOrder::NATIVE,
         },
-    )
+    }
 }

@@ -64,7 +64,7 @@ use crate::connection::{CloseCause, Connection, Origin, ReadError, MAX_LISTEN_PO
 use crate::exception::{minor, CompletionStatus, SystemException, SystemExceptionKind};
 use crate::giop::{
     context_id, write_locate_reply, write_message_error, BiDirListenPoints, Deadline, Frame,
-    FrameError, LocateStatus, Message, TargetAddress, Version,
+    FrameError, LocateStatus, Message, Reply, TargetAddress, Version,
 };
 use crate::lf::{Driver, Lead, OwnReply, Participant, Until};
 use crate::metadata::Metadata;
@@ -481,7 +481,7 @@ impl OrbInner {
                 // Nothing can be addressed to this caller's chain (`Lf::step_down_for`): it
                 // was neither a follower nor `coming`.
                 self.lf.leave_with_reply(p, self);
-                return OwnReply::Read(r);
+                return OwnReply::Read(Reply::unboxed(r));
             }
             _ => self.handle_frame(conn.clone(), frame, p),
         };
@@ -765,6 +765,7 @@ impl OrbInner {
                 match waiter {
                     Some(w) => {
                         add_as_leader(&self.stats.replies_received, 1);
+                        let r = Reply::unboxed(r);
                         self.lf.complete_waiter(&w, Ok(Some(r)), Some(p.id), self);
                     }
                     None => {
