@@ -6,6 +6,7 @@ use crate::metrics::{
     JsonLine,
 };
 use crate::workload::{AsyncEchoConn, EchoConn};
+use bytes::Bytes;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -94,10 +95,8 @@ pub struct OrbConn<'a>(pub &'a EchoClient);
 impl EchoConn for OrbConn<'_> {
     type Reply = Payload;
 
-    fn echo(&mut self, data: Vec<u8>) -> Result<Payload, String> {
-        self.0
-            .echo(Payload { data: data.into() })
-            .map_err(|e| e.to_string())
+    fn echo(&mut self, data: Bytes) -> Result<Payload, String> {
+        self.0.echo(Payload { data }).map_err(|e| e.to_string())
     }
 }
 
@@ -131,9 +130,9 @@ impl AsyncEchoConn for OrbAsyncConn {
 
     fn echo(
         &mut self,
-        data: Vec<u8>,
+        data: Bytes,
     ) -> impl std::future::Future<Output = Result<Payload, String>> + Send {
-        let reply = self.stub.echo_async(Payload { data: data.into() });
+        let reply = self.stub.echo_async(Payload { data });
         async move { reply.await.map_err(|e| e.to_string()) }
     }
 }

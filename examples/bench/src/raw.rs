@@ -17,6 +17,7 @@ use crate::metrics::{
     JsonLine,
 };
 use crate::workload::EchoConn;
+use bytes::Bytes;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use std::io::{self, BufReader, IoSlice, IoSliceMut, Read, Write};
@@ -174,7 +175,7 @@ impl RawConn {
 impl EchoConn for RawConn {
     type Reply = Vec<u8>;
 
-    fn echo(&mut self, data: Vec<u8>) -> Result<Vec<u8>, String> {
+    fn echo(&mut self, data: Bytes) -> Result<Vec<u8>, String> {
         write_msg(&mut self.writer, &data).map_err(|e| format!("write: {e}"))?;
         let mut reply = Vec::new();
         match read_msg(&mut self.reader, &mut reply) {

@@ -13,6 +13,7 @@
 
 use crate::metrics::{peak_rss_kb, CtxSwitches, JsonLine};
 use crate::workload::{AsyncEchoConn, EchoConn};
+use bytes::Bytes;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tonic::transport::{Channel, Endpoint};
@@ -150,8 +151,8 @@ pub struct TonicConn<'a> {
 impl EchoConn for TonicConn<'_> {
     type Reply = Payload;
 
-    fn echo(&mut self, data: Vec<u8>) -> Result<Payload, String> {
-        let call = self.client.echo(Payload { data: data.into() });
+    fn echo(&mut self, data: Bytes) -> Result<Payload, String> {
+        let call = self.client.echo(Payload { data });
         self.rt
             .block_on(call)
             .map(tonic::Response::into_inner)
@@ -168,9 +169,9 @@ impl AsyncEchoConn for TonicAsyncConn {
 
     fn echo(
         &mut self,
-        data: Vec<u8>,
+        data: Bytes,
     ) -> impl std::future::Future<Output = Result<Payload, String>> + Send {
-        let call = self.0.echo(Payload { data: data.into() });
+        let call = self.0.echo(Payload { data });
         async move { call.await.map(tonic::Response::into_inner).map_err(status) }
     }
 }
