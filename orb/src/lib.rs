@@ -177,6 +177,7 @@ mod interceptor;
 mod ior;
 mod lf;
 mod metadata;
+mod octets;
 mod orb;
 mod outbuf;
 mod reactor;

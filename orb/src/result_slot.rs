@@ -19,6 +19,7 @@
 //! [`Servant::dispatch_into`]: crate::Servant::dispatch_into
 
 use crate::cdr::ByteOrder;
+use crate::octets::OctetParts;
 use bytes::{Bytes, BytesMut};
 use std::cell::Cell;
 
@@ -54,6 +55,9 @@ pub struct ResultSlot {
     bytes: Bytes,
     /// The reply frame holding the result.
     frame: Option<InFrame>,
+    /// A large result for a reply, in parts: its large `bytes` field referenced where the
+    /// servant's message holds it, not copied (`octets::encode_message_parts`).
+    large: Option<Box<OctetParts>>,
 }
 
 impl ResultSlot {
@@ -74,8 +78,13 @@ impl ResultSlot {
     /// Puts in the encoded result `m`.
     pub fn message<M: prost::Message>(&mut self, m: &M) {
         let len = m.encoded_len();
-        if !self.framed || len > MAX_BODY {
+        if !self.framed {
             self.set_bytes(crate::outbuf::encode(len, |buf| m.encode_raw(buf)));
+            return;
+        }
+        if len > MAX_BODY {
+            self.set_bytes(Bytes::new());
+            self.large = Some(Box::new(crate::octets::encode_message_parts(m, len)));
             return;
         }
         // A result put in before is replaced; its frame's buffer is reused.
@@ -91,21 +100,33 @@ impl ResultSlot {
         // The octet sequence's length, in the frame's (native) byte order.
         frame[HEAD..BODY_AT].copy_from_slice(&ByteOrder::NATIVE.u32_bytes(n));
         self.bytes = Bytes::new();
+        self.large = None;
         self.frame = Some(InFrame { frame });
     }
 
     /// Puts in a result encoded already.
     pub fn set_bytes(&mut self, bytes: Bytes) {
         self.frame = None;
+        self.large = None;
         self.bytes = bytes;
     }
 
     /// The encoded result.
     pub fn into_bytes(mut self) -> Bytes {
+        if let Some(parts) = self.large.take() {
+            return joined(*parts);
+        }
         match self.frame.take() {
             Some(f) => f.body(),
             None => self.bytes,
         }
+    }
+
+    /// A large result in parts, if the result is one (then neither in a frame nor bytes).
+    /// Boxed: a reply body is moved a few times on every reply's path, and small ones are
+    /// the many.
+    pub(crate) fn take_parts(&mut self) -> Option<Box<OctetParts>> {
+        self.large.take()
     }
 
     /// The reply frame holding the result, if the result went into one.
@@ -117,6 +138,19 @@ impl ResultSlot {
     pub(crate) fn take_bytes(&mut self) -> Bytes {
         std::mem::take(&mut self.bytes)
     }
+}
+
+/// `parts` as one buffer (copied together unless only the first holds bytes).
+fn joined(parts: OctetParts) -> Bytes {
+    let [a, b, c] = parts;
+    if b.is_empty() && c.is_empty() {
+        return a;
+    }
+    let mut all = BytesMut::with_capacity(a.len() + b.len() + c.len());
+    for p in [a, b, c] {
+        all.extend_from_slice(&p);
+    }
+    all.freeze()
 }
 
 /// A reply frame holding a result: `frame[..HEAD]` is room for the reply's head,

@@ -27,16 +27,21 @@ use std::time::{Duration, Instant};
 /// write) instead of being copied into the frame.
 pub(crate) const SPLIT_BODY_AT: usize = 8 * 1024;
 
-/// A frame as (head, body) parts: `write_head` writes the head, ending with the octet
+/// A frame as (head, body...) parts: `write_head` writes the head, ending with the octet
 /// sequence's length, and the GIOP size is patched to cover `body`, which follows the head on
 /// the wire uncopied.
-pub(crate) fn frame_parts(write_head: impl FnOnce(&mut BytesMut), body: Bytes) -> [Bytes; 2] {
+pub(crate) fn frame_parts(
+    write_head: impl FnOnce(&mut BytesMut),
+    body: &crate::octets::OctetParts,
+) -> [Bytes; 4] {
+    let len = crate::octets::len(body);
     let head = outbuf::encode(64, |head| {
         write_head(head);
-        let size = (head.len() - crate::giop::HEADER_LEN + body.len()) as u32;
+        let size = (head.len() - crate::giop::HEADER_LEN + len) as u32;
         crate::giop::Header::patch_size(head, 0, crate::cdr::ByteOrder::NATIVE, size);
     });
-    [head, body]
+    let [a, b, c] = body.clone();
+    [head, a, b, c]
 }
 
 /// The reactor is the connections' event loop: their writable interest is the socket's
@@ -298,10 +303,10 @@ impl OrbInner {
     /// waiting: what the socket does not take is queued, whatever the queue holds. The
     /// leader's send: the queue it adds to stays bounded because a connection over its
     /// bound is not read (see the module docs). A failure closes the connection.
-    pub(crate) fn send_now(
+    pub(crate) fn send_now<const N: usize>(
         &self,
         conn: &Arc<Connection>,
-        parts: [Bytes; 2],
+        parts: [Bytes; N],
     ) -> Result<(), SystemException> {
         match conn.send_parts(parts, &self.stats, &self.reactor) {
             Ok(_) => {
@@ -338,10 +343,10 @@ impl OrbInner {
     /// a caller's request); a failure closes the connection. Makes room first (see
     /// [`make_room`](Self::make_room)). Never called inside
     /// [`Driver::lead`](crate::lf::Driver::lead).
-    pub(crate) fn send_or_wait(
+    pub(crate) fn send_or_wait<const N: usize>(
         &self,
         conn: &Arc<Connection>,
-        parts: [Bytes; 2],
+        parts: [Bytes; N],
         queued: bool,
         deadline: impl FnOnce() -> Instant,
     ) -> Result<(), SystemException> {

@@ -222,12 +222,22 @@ impl CallBody {
     /// Runs `f` with the call's parameters as [`Params`] carrying `metadata`.
     fn with_params<R>(&self, metadata: &[ServiceContext], f: impl FnOnce(Params<'_>) -> R) -> R {
         match self {
+            CallBody::Octets(octets) if octets.len() >= crate::transport::SPLIT_BODY_AT => {
+                let parts = crate::octets::one_part(octets.clone());
+                let write = |w: &mut CdrWriter<'_>| crate::octets::write_parts(w, &parts);
+                f(Params {
+                    write: &write,
+                    split: Some(&parts),
+                    hint: 0,
+                    metadata,
+                })
+            }
             CallBody::Octets(octets) => {
                 let write = |w: &mut CdrWriter<'_>| w.write_octets(octets);
                 f(Params {
                     write: &write,
-                    split: Some(octets),
-                    hint: 0,
+                    split: None,
+                    hint: octets.len() + 8,
                     metadata,
                 })
             }

@@ -15,6 +15,7 @@ use crate::giop::{
 };
 use crate::ior::{IiopProfile, ObjectRef};
 use crate::lf::{Exit, OwnReply, Participant, Until, Waiter};
+use crate::octets::OctetParts;
 use crate::orb::{Orb, OrbInner};
 use crate::stream::Stream;
 use crate::sync::std_lock as lock;
@@ -31,8 +32,9 @@ use std::time::{Duration, Instant};
 pub(crate) struct Params<'a> {
     /// Writes the parameters into the request frame (for a split body: the count only).
     pub(crate) write: &'a dyn Fn(&mut CdrWriter<'_>),
-    /// One octet sequence; from `SPLIT_BODY_AT` bytes on it is sent from its own buffer.
-    pub(crate) split: Option<&'a Bytes>,
+    /// One octet sequence of `SPLIT_BODY_AT` bytes or more, sent from its own buffers
+    /// (`write` writes the same, for a collocated call).
+    pub(crate) split: Option<&'a OctetParts>,
     /// About how many bytes `write` writes, to size the frame buffer (without `split`).
     pub(crate) hint: usize,
     /// The application's service contexts (metadata), sent after the ORB's own.
@@ -123,8 +125,9 @@ impl Orb {
         octets_reply(reply)
     }
 
-    /// [`invoke_message`](Self::invoke_message) of a large message: encoded into a buffer of
-    /// its own, sent without a copy. Out of line, so that the stub's frame, which nested
+    /// [`invoke_message`](Self::invoke_message) of a large message: encoded as parts (its
+    /// large `bytes` field referenced where it lies, the rest in a buffer of its own), sent
+    /// without a copy. Out of line, so that the stub's frame, which nested
     /// calls stack up, does not hold this path's locals.
     #[inline(never)]
     fn invoke_encoded<M: prost::Message>(
@@ -135,8 +138,13 @@ impl Orb {
         timeout: Option<Duration>,
         md: &[ServiceContext],
     ) -> Result<Bytes, Exception> {
-        let body = Bytes::from(req.encode_to_vec());
-        self.invoke(target, operation, body, timeout, md)
+        let parts = crate::octets::encode_message_parts(req, req.encoded_len());
+        self.check_request_size(crate::octets::len(&parts))?;
+        let reply = self
+            .inner
+            .call_parts(target, operation, true, &parts, timeout, md)?
+            .ok_or_else(|| SystemException::internal("two-way call without reply"))?;
+        octets_reply(reply)
     }
 
     /// MARSHAL if a request body of `len` bytes is over the maximum message size.
@@ -279,10 +287,35 @@ impl OrbInner {
         timeout: Option<Duration>,
         metadata: &[ServiceContext],
     ) -> Result<Option<Reply>, SystemException> {
+        if octets.len() >= crate::transport::SPLIT_BODY_AT {
+            let parts = crate::octets::one_part(octets.clone());
+            return self.call_parts(target, operation, twoway, &parts, timeout, metadata);
+        }
         let body = |w: &mut CdrWriter<'_>| w.write_octets(octets);
         let params = Params {
             write: &body,
-            split: Some(octets),
+            split: None,
+            hint: octets.len() + 8,
+            metadata,
+        };
+        self.call_with(target, operation, twoway, params, timeout)
+    }
+
+    /// [`call_octets`](Self::call_octets) of a large octet sequence in parts, each written
+    /// from its own buffer.
+    pub(crate) fn call_parts(
+        &self,
+        target: &ObjectRef,
+        operation: &str,
+        twoway: bool,
+        parts: &OctetParts,
+        timeout: Option<Duration>,
+        metadata: &[ServiceContext],
+    ) -> Result<Option<Reply>, SystemException> {
+        let body = |w: &mut CdrWriter<'_>| crate::octets::write_parts(w, parts);
+        let params = Params {
+            write: &body,
+            split: Some(parts),
             hint: 0,
             metadata,
         };
@@ -556,7 +589,6 @@ impl OrbInner {
         // Sized for the whole frame (header, contexts, inline body): growing it mid-write cost
         // more than the rest of encoding a small request (callgrind).
         let inline_body = match params.split {
-            Some(b) if b.len() < crate::transport::SPLIT_BODY_AT => b.len() + 8,
             Some(_) => 0,
             None => params.hint,
         };
@@ -579,12 +611,13 @@ impl OrbInner {
             }
         });
         let sent = match params.split {
-            Some(b) if b.len() >= crate::transport::SPLIT_BODY_AT => {
+            Some(b) => {
                 // Large payload: write the head and length here, the octets from their own
-                // buffer (no copy into the frame).
+                // buffers (no copy into the frame).
+                let len = crate::octets::len(b);
                 let parts = crate::transport::frame_parts(
-                    |buf| write_request_head(buf, version, &header, |w| w.write_len(b.len())),
-                    b.clone(),
+                    |buf| write_request_head(buf, version, &header, |w| w.write_len(len)),
+                    b,
                 );
                 self.send_or_wait(&conn, parts, task, || deadline)
             }

@@ -207,13 +207,14 @@ impl<S: Io> Connection<S> {
         self.send_parts([frame, Bytes::new()], stats, reactor)
     }
 
-    /// Sends one frame given as two parts (a header and a large body that is not copied).
+    /// Sends one frame given as parts (a header, then a large body that is not copied, in
+    /// one or more parts; empty parts are skipped).
     /// Frames never interleave. If another thread is writing, the frame is appended for it
     /// to send (combining); else this thread writes the queue with vectored writes, and what
     /// the socket does not take waits for a writable event.
-    pub(crate) fn send_parts(
+    pub(crate) fn send_parts<const N: usize>(
         &self,
-        parts: [Bytes; 2],
+        parts: [Bytes; N],
         stats: &Stats,
         reactor: &impl WriteInterest<S>,
     ) -> io::Result<()> {
@@ -224,9 +225,9 @@ impl<S: Io> Connection<S> {
             return self.write_around_queue(
                 w,
                 parts,
-                |io, parts| write_vectored_some::<2>(io.writer(), parts),
+                |io, parts| write_vectored_some::<N>(io.writer(), parts),
                 |n, parts, batch| {
-                    if n < parts[0].len() + parts[1].len() {
+                    if n < parts.iter().map(Bytes::len).sum::<usize>() {
                         batch.extend(parts);
                     }
                     n
@@ -235,13 +236,13 @@ impl<S: Io> Connection<S> {
                 reactor,
             );
         }
-        let [mut head, body] = parts;
-        if w.writable_interest {
-            // Queued behind a full socket: may wait long (see `outbuf::detach`).
-            head = crate::outbuf::detach(head);
+        for (i, mut part) in parts.into_iter().enumerate() {
+            if i == 0 && w.writable_interest {
+                // Queued behind a full socket: may wait long (see `outbuf::detach`).
+                part = crate::outbuf::detach(part);
+            }
+            w.queue.push(part);
         }
-        w.queue.push(head);
-        w.queue.push(body);
         self.queued.store(w.queue.charge(), Ordering::Release);
         // Another thread writing sends this frame with its own; a full socket (writable
         // interest on) is written by the leader on the writable event.

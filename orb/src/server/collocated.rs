@@ -219,7 +219,7 @@ impl ReplySink for TaskSink {
 /// reply's metadata, if any.
 fn local_reply(body: ReplyBody, metadata: Option<&Metadata>) -> Reply {
     let status = match &body {
-        ReplyBody::Octets(_) | ReplyBody::Bool(_) => ReplyStatus::NoException,
+        ReplyBody::Octets(_) | ReplyBody::Parts(_) | ReplyBody::Bool(_) => ReplyStatus::NoException,
         ReplyBody::User(_) => ReplyStatus::UserException,
         ReplyBody::System(_) => ReplyStatus::SystemException,
     };
@@ -228,6 +228,7 @@ fn local_reply(body: ReplyBody, metadata: Option<&Metadata>) -> Reply {
         let mut w = CdrWriter::new(&mut buf, ByteOrder::NATIVE);
         match &body {
             ReplyBody::Octets(b) => w.write_octets(b),
+            ReplyBody::Parts(p) => crate::octets::write_parts(&mut w, p),
             ReplyBody::Bool(v) => w.write_bool(*v),
             ReplyBody::User(u) => {
                 w.write_string(&u.repository_id);

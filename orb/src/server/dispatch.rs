@@ -11,6 +11,7 @@ use crate::giop::{
     ReplyStatus, ServiceContextList, Version,
 };
 use crate::metadata::Metadata;
+use crate::octets::OctetParts;
 use crate::orb::OrbInner;
 use crate::outbuf;
 use crate::result_slot::{InFrame, ResultSlot, BODY_AT};
@@ -27,6 +28,9 @@ use std::time::Instant;
 /// What a reply carries.
 pub(crate) enum ReplyBody {
     Octets(Bytes),
+    /// A large result in parts, sent from where they lie (`octets.rs`); boxed, so that
+    /// every reply body is not moved at three times its size.
+    Parts(Box<OctetParts>),
     Bool(bool),
     User(UserException),
     System(SystemException),
@@ -362,7 +366,10 @@ impl OrbInner {
         match body.into_octets() {
             Err(e) => bad_parameters(op, e),
             Ok(params) => match servant.dispatch_into(op, params, ctx, result) {
-                Ok(()) => ReplyBody::Octets(result.take_bytes()),
+                Ok(()) => match result.take_parts() {
+                    Some(parts) => ReplyBody::Parts(parts),
+                    None => ReplyBody::Octets(result.take_bytes()),
+                },
                 Err(e) => ReplyBody::from_result(Err(e)),
             },
         }
@@ -437,7 +444,7 @@ impl OrbInner {
         version: Version,
         request_id: u32,
         body: ReplyBody,
-    ) -> [Bytes; 2] {
+    ) -> [Bytes; 4] {
         self.reply_parts_with(version, request_id, body, None)
     }
 
@@ -449,11 +456,11 @@ impl OrbInner {
         request_id: u32,
         body: ReplyBody,
         metadata: Option<&Metadata>,
-    ) -> [Bytes; 2] {
+    ) -> [Bytes; 4] {
         let plan = self.reply_plan(request_id, body, metadata);
         plan.large_parts(version).unwrap_or_else(|| {
             let frame = outbuf::encode(plan.capacity(), |buf| plan.write(buf, version));
-            [frame, Bytes::new()]
+            [frame, Bytes::new(), Bytes::new(), Bytes::new()]
         })
     }
 
@@ -467,6 +474,7 @@ impl OrbInner {
     ) -> ReplyPlan {
         let too_big = match &body {
             ReplyBody::Octets(b) => b.len() > self.config.max_message_size,
+            ReplyBody::Parts(p) => crate::octets::len(p) > self.config.max_message_size,
             ReplyBody::User(u) => u.payload.len() > self.config.max_message_size,
             _ => false,
         };
@@ -480,7 +488,9 @@ impl OrbInner {
             body
         };
         let status = match &body {
-            ReplyBody::Octets(_) | ReplyBody::Bool(_) => ReplyStatus::NoException,
+            ReplyBody::Octets(_) | ReplyBody::Parts(_) | ReplyBody::Bool(_) => {
+                ReplyStatus::NoException
+            }
             ReplyBody::User(_) => ReplyStatus::UserException,
             ReplyBody::System(_) => ReplyStatus::SystemException,
         };
@@ -503,11 +513,18 @@ impl ReplyPlan {
     /// A large result's frame as two parts: the head (with the octets' length), and the
     /// octets from their own buffer, uncopied (see `frame_parts`). `None` for any other
     /// reply, which is written whole ([`write`](Self::write)).
-    fn large_parts(&self, version: Version) -> Option<[Bytes; 2]> {
+    fn large_parts(&self, version: Version) -> Option<[Bytes; 4]> {
         match &self.body {
             ReplyBody::Octets(b) if b.len() >= SPLIT_BODY_AT => Some(frame_parts(
                 |head| write_reply(head, version, &self.header, |w| w.write_len(b.len())),
-                b.clone(),
+                &crate::octets::one_part(b.clone()),
+            )),
+            ReplyBody::Parts(p) => Some(frame_parts(
+                |head| {
+                    let len = crate::octets::len(p);
+                    write_reply(head, version, &self.header, |w| w.write_len(len))
+                },
+                p,
             )),
             _ => None,
         }
@@ -517,6 +534,7 @@ impl ReplyPlan {
     fn capacity(&self) -> usize {
         64 + match &self.body {
             ReplyBody::Octets(b) => b.len(),
+            ReplyBody::Parts(p) => crate::octets::len(p),
             ReplyBody::User(u) => u.payload.len() + u.repository_id.len(),
             _ => 64,
         }
@@ -526,6 +544,7 @@ impl ReplyPlan {
     fn write(&self, buf: &mut BytesMut, version: Version) {
         write_reply(buf, version, &self.header, |w| match &self.body {
             ReplyBody::Octets(b) => w.write_octets(b),
+            ReplyBody::Parts(p) => crate::octets::write_parts(w, p),
             ReplyBody::Bool(v) => w.write_bool(*v),
             ReplyBody::User(u) => {
                 w.write_string(&u.repository_id);

@@ -49,7 +49,7 @@ impl OrbInner {
         };
         let outcome = match &reply {
             _ if ctx.is_deferred() => Outcome::Deferred,
-            ReplyBody::Octets(_) | ReplyBody::Bool(_) => Outcome::Ok,
+            ReplyBody::Octets(_) | ReplyBody::Parts(_) | ReplyBody::Bool(_) => Outcome::Ok,
             ReplyBody::User(_) => Outcome::UserException,
             ReplyBody::System(e) => Outcome::SystemException(e),
         };
