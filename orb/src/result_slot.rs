@@ -129,6 +129,11 @@ impl ResultSlot {
         self.large.take()
     }
 
+    /// Whether the result went into a reply frame.
+    pub(crate) fn has_frame(&self) -> bool {
+        self.frame.is_some()
+    }
+
     /// The reply frame holding the result, if the result went into one.
     pub(crate) fn take_frame(&mut self) -> Option<InFrame> {
         self.frame.take()

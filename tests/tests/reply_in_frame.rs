@@ -205,7 +205,9 @@ fn framed_and_general_replies_interleave_correctly() {
             std::thread::Builder::new()
                 .spawn(move || {
                     for call in 0..200u32 {
-                        let len = [3, 100, 9_000][(call % 3) as usize];
+                        // Over 8 KiB the result goes out in parts (`octets.rs`): with
+                        // metadata (every third call), deferred (every fifth) or plain.
+                        let len = [3, 100, 9_000, 40_000][(call % 4) as usize];
                         let p = Payload {
                             thread: t,
                             ..payload(call, len)
@@ -273,6 +275,38 @@ fn a_result_over_the_maximum_message_size_is_marshal_not_sent() {
         other => panic!("a 5,000-byte result under a 4,096-byte maximum: {other:?}"),
     }
     assert_eq!(ask(4_000).unwrap().data.len(), 4_000);
+    client.shutdown();
+    server.shutdown();
+}
+
+/// A large result (sent in parts, `octets.rs`) over the server's maximum message size is
+/// refused the same way: MARSHAL, not sent; one under it arrives whole.
+#[test]
+fn a_large_result_over_the_maximum_message_size_is_marshal_not_sent() {
+    let server = Orb::builder()
+        .threads(1)
+        .max_message_size(64 * 1024)
+        .build()
+        .unwrap();
+    let target = server.activate(&b"varied"[..], EchoSkeleton::new(Varied));
+    let client = Orb::builder().threads(0).no_listen().build().unwrap();
+    let stub = EchoClient::new(&client, target);
+    let ask = |call| {
+        stub.echo(Payload {
+            thread: 99,
+            call,
+            data: Vec::new(),
+        })
+    };
+    match ask(70_000) {
+        Err(Exception::System(e)) => {
+            assert_eq!(e.kind, protorb::SystemExceptionKind::MARSHAL, "{e}");
+            assert_eq!(e.minor, protorb::minor::MESSAGE_TOO_LARGE, "{e}");
+        }
+        other => panic!("a 70,000-byte result under a 65,536-byte maximum: {other:?}"),
+    }
+    let big = ask(60_000).unwrap();
+    assert_eq!(big.data, vec![9; 60_000]);
     client.shutdown();
     server.shutdown();
 }

@@ -83,7 +83,10 @@ impl Collocated for OrbInner {
             &self.me_any,
         );
         let serving = Serving::enter(None, ctx_deadline, None);
-        let reply = self.run_servant(body, &ctx, serving.depth(), &mut ResultSlot::for_bytes());
+        let mut result = ResultSlot::for_bytes();
+        let reply = self
+            .run_servant(body, &ctx, serving.depth(), &mut result)
+            .resolved(&mut result);
         let deferral = ctx.close_deferral();
         drop(serving);
         if let Some(d) = deferral {
@@ -218,7 +221,9 @@ impl ReplySink for TaskSink {
 /// CDR body, aligned from its own start (a multiple of 8 from a GIOP header); then the
 /// reply's metadata, if any.
 fn local_reply(body: ReplyBody, metadata: Option<&Metadata>) -> Reply {
+    let body = body.or_internal();
     let status = match &body {
+        ReplyBody::InSlot => ReplyStatus::SystemException,
         ReplyBody::Octets(_) | ReplyBody::Parts(_) | ReplyBody::Bool(_) => ReplyStatus::NoException,
         ReplyBody::User(_) => ReplyStatus::UserException,
         ReplyBody::System(_) => ReplyStatus::SystemException,
@@ -229,6 +234,7 @@ fn local_reply(body: ReplyBody, metadata: Option<&Metadata>) -> Reply {
         match &body {
             ReplyBody::Octets(b) => w.write_octets(b),
             ReplyBody::Parts(p) => crate::octets::write_parts(&mut w, p),
+            ReplyBody::InSlot => {}
             ReplyBody::Bool(v) => w.write_bool(*v),
             ReplyBody::User(u) => {
                 w.write_string(&u.repository_id);

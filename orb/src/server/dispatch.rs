@@ -27,6 +27,11 @@ use std::time::Instant;
 
 /// What a reply carries.
 pub(crate) enum ReplyBody {
+    /// The servant's result, left in the upcall's [`ResultSlot`] (in a reply frame, in
+    /// parts, or as bytes): what `dispatch` returns when the servant answered. The common
+    /// reply's path matches it and drops nothing; anything else takes the result out
+    /// ([`resolved`](Self::resolved)).
+    InSlot,
     Octets(Bytes),
     /// A large result in parts, sent from where they lie (`octets.rs`); boxed, so that
     /// every reply body is not moved at three times its size.
@@ -45,6 +50,34 @@ impl ReplyBody {
             Err(Exception::System(s)) => ReplyBody::System(s),
         }
     }
+
+    /// INTERNAL for a result nobody took out of its slot (a bug of ours): a reply must
+    /// carry what it says, never an empty result.
+    pub(crate) fn or_internal(self) -> Self {
+        match self {
+            ReplyBody::InSlot => ReplyBody::System(slot_not_taken()),
+            body => body,
+        }
+    }
+
+    /// The reply with a result left in `result` ([`InSlot`](Self::InSlot)) taken out of it.
+    pub(crate) fn resolved(self, result: &mut ResultSlot) -> Self {
+        match self {
+            ReplyBody::InSlot => match (result.take_frame(), result.take_parts()) {
+                (Some(frame), _) => ReplyBody::Octets(frame.body()),
+                (None, Some(parts)) => ReplyBody::Parts(parts),
+                (None, None) => ReplyBody::Octets(result.take_bytes()),
+            },
+            body => body,
+        }
+    }
+}
+
+/// What a reply whose result was left in its slot says instead ([`ReplyBody::or_internal`]).
+#[cold]
+fn slot_not_taken() -> SystemException {
+    tracing::error!("a reply's result was left in its slot");
+    SystemException::internal("the reply's result was lost (an ORB bug)")
 }
 
 /// Where a deferred reply to a request from the network goes: its connection. Holds the
@@ -230,17 +263,19 @@ impl OrbInner {
             } else {
                 let md = ctx.take_reply_metadata();
                 let md = md.as_deref().filter(|md| !md.is_empty());
-                match (result.take_frame(), body) {
+                match body {
                     // The common reply: its head goes in front of the result.
-                    (Some(frame), ReplyBody::Octets(_)) if md.is_none() => {
-                        self.send_in_frame(&conn, version, request_id, frame)
+                    ReplyBody::InSlot if md.is_none() && result.has_frame() => {
+                        if let Some(frame) = result.take_frame() {
+                            self.send_in_frame(&conn, version, request_id, frame)
+                        }
                     }
-                    // With contexts: the general way, the result taken out of its frame.
-                    (Some(frame), ReplyBody::Octets(_)) => {
-                        let body = ReplyBody::Octets(frame.body());
+                    // With contexts, or not in a frame: the general way, the result taken
+                    // out of the slot.
+                    body => {
+                        let body = body.resolved(result);
                         self.send_reply(&conn, version, request_id, body, md)
                     }
-                    (_, body) => self.send_reply(&conn, version, request_id, body, md),
                 }
             }
             // Owed until sent: a shutdown that found it gone would send CloseConnection
@@ -366,10 +401,7 @@ impl OrbInner {
         match body.into_octets() {
             Err(e) => bad_parameters(op, e),
             Ok(params) => match servant.dispatch_into(op, params, ctx, result) {
-                Ok(()) => match result.take_parts() {
-                    Some(parts) => ReplyBody::Parts(parts),
-                    None => ReplyBody::Octets(result.take_bytes()),
-                },
+                Ok(()) => ReplyBody::InSlot,
                 Err(e) => ReplyBody::from_result(Err(e)),
             },
         }
@@ -485,12 +517,13 @@ impl OrbInner {
                 "reply exceeds the maximum message size",
             ))
         } else {
-            body
+            body.or_internal()
         };
         let status = match &body {
             ReplyBody::Octets(_) | ReplyBody::Parts(_) | ReplyBody::Bool(_) => {
                 ReplyStatus::NoException
             }
+            ReplyBody::InSlot => ReplyStatus::SystemException,
             ReplyBody::User(_) => ReplyStatus::UserException,
             ReplyBody::System(_) => ReplyStatus::SystemException,
         };
@@ -545,6 +578,7 @@ impl ReplyPlan {
         write_reply(buf, version, &self.header, |w| match &self.body {
             ReplyBody::Octets(b) => w.write_octets(b),
             ReplyBody::Parts(p) => crate::octets::write_parts(w, p),
+            ReplyBody::InSlot => encode_system_exception(&slot_not_taken(), w),
             ReplyBody::Bool(v) => w.write_bool(*v),
             ReplyBody::User(u) => {
                 w.write_string(&u.repository_id);

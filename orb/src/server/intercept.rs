@@ -49,7 +49,9 @@ impl OrbInner {
         };
         let outcome = match &reply {
             _ if ctx.is_deferred() => Outcome::Deferred,
-            ReplyBody::Octets(_) | ReplyBody::Parts(_) | ReplyBody::Bool(_) => Outcome::Ok,
+            ReplyBody::InSlot | ReplyBody::Octets(_) | ReplyBody::Parts(_) | ReplyBody::Bool(_) => {
+                Outcome::Ok
+            }
             ReplyBody::User(_) => Outcome::UserException,
             ReplyBody::System(e) => Outcome::SystemException(e),
         };
