@@ -35,11 +35,17 @@ fn pair(client_threads: usize) -> (Orb, Orb, EchoClient, std::sync::Arc<orb_test
     (server, client, stub, servant)
 }
 
+/// Every tenth message is large (sent in parts, `octets.rs`, both ways).
 fn msg(thread: u32, call: u32) -> Payload {
+    let len = if call % 10 == 9 {
+        20_000 + call as usize
+    } else {
+        (call as usize * 37) % 3000
+    };
     Payload {
         thread,
         call,
-        data: payload(thread, call, (call as usize * 37) % 3000),
+        data: payload(thread, call, len),
     }
 }
 

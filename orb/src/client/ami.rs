@@ -61,6 +61,7 @@ use crate::ior::IiopProfile;
 use crate::ior::ObjectRef;
 use crate::lf::{Completion, TaskSlot, Waiter};
 use crate::metadata::Metadata;
+use crate::octets::OctetParts;
 use crate::orb::CallDeadline;
 use crate::orb::{Orb, OrbInner};
 use crate::timers::DeadlineKey;
@@ -185,6 +186,9 @@ struct AsyncCall {
 pub(crate) enum CallBody {
     /// One octet sequence (protobuf bytes).
     Octets(Bytes),
+    /// One large octet sequence in parts (a message whose large `bytes` field is referenced,
+    /// not copied: `octets.rs`), sent from where they lie.
+    Parts(Box<OctetParts>),
     /// The CDR-encoded parameters of a plain CORBA operation, in native byte order, once for
     /// each alignment the body may start at: index `i` holds them written from logical
     /// position `i` (mod 8). A GIOP 1.2 body (and a collocated call's) starts aligned to 8;
@@ -215,6 +219,7 @@ impl CallBody {
     fn len(&self) -> usize {
         match self {
             CallBody::Octets(b) => b.len(),
+            CallBody::Parts(p) => crate::octets::len(p),
             CallBody::Cdr(v) => v[0].len(),
         }
     }
@@ -228,6 +233,15 @@ impl CallBody {
                 f(Params {
                     write: &write,
                     split: Some(&parts),
+                    hint: 0,
+                    metadata,
+                })
+            }
+            CallBody::Parts(parts) => {
+                let write = |w: &mut CdrWriter<'_>| crate::octets::write_parts(w, parts);
+                f(Params {
+                    write: &write,
+                    split: Some(parts),
                     hint: 0,
                     metadata,
                 })
@@ -324,6 +338,21 @@ impl ReplyFuture {
     ) -> Self {
         ReplyFuture {
             call: AsyncCall::start(orb, target, operation, CallBody::Octets(body), timeout, md),
+        }
+    }
+
+    /// [`start`](Self::start) for a large octet sequence in parts.
+    pub(crate) fn start_parts(
+        orb: &Orb,
+        target: &ObjectRef,
+        operation: &str,
+        parts: OctetParts,
+        timeout: Option<Duration>,
+        md: &[ServiceContext],
+    ) -> Self {
+        let body = CallBody::Parts(Box::new(parts));
+        ReplyFuture {
+            call: AsyncCall::start(orb, target, operation, body, timeout, md),
         }
     }
 }

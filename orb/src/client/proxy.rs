@@ -182,7 +182,14 @@ impl ObjectProxy {
         req: &M,
         timeout: Option<Duration>,
     ) -> ReplyFuture {
-        let body = crate::outbuf::encode(req.encoded_len(), |buf| req.encode_raw(buf));
+        let len = req.encoded_len();
+        if len >= crate::transport::SPLIT_BODY_AT {
+            // Its large `bytes` field referenced, not copied (`octets.rs`).
+            let parts = crate::octets::encode_message_parts(req, len);
+            let (orb, target, md) = (&self.orb, &self.target, self.md());
+            return ReplyFuture::start_parts(orb, target, operation, parts, timeout, md);
+        }
+        let body = crate::outbuf::encode(len, |buf| req.encode_raw(buf));
         self.invoke_async(operation, body, timeout)
     }
 
