@@ -529,3 +529,41 @@ fn nested_callbacks_with_async_stubs_and_deferred_replies_one_thread_per_side() 
     b.shutdown();
     drop(rt);
 }
+
+/// Oneway stubs hand large messages over in parts (`octets.rs`), blocking and `_async`, with
+/// and without a timeout: every one arrives whole.
+#[test]
+fn large_oneways_arrive_whole() {
+    let (server, client, stub, servant) = pair(1);
+    let before = servant.notified.lock().unwrap().len();
+    // Calls 9, 19, ...: 20 KB each (see `msg`).
+    let sent: Vec<Payload> = (0..8).map(|i| msg(7, 9 + 10 * i)).collect();
+    let t = Duration::from_secs(30);
+    for (i, p) in sent.iter().enumerate() {
+        let p = p.clone();
+        match i % 4 {
+            0 => stub.notify(p).unwrap(),
+            1 => stub.notify_with_timeout(p, t).unwrap(),
+            2 => futures::executor::block_on(stub.notify_async(p)).unwrap(),
+            _ => futures::executor::block_on(stub.notify_async_with_timeout(p, t)).unwrap(),
+        }
+    }
+    let got = within(60, {
+        let servant = servant.clone();
+        move || loop {
+            let seen = servant.notified.lock().unwrap();
+            if seen.len() >= before + sent.len() {
+                break seen[before..].to_vec();
+            }
+            drop(seen);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    });
+    // Two server threads may run them in either order.
+    let mut got = got;
+    got.sort_by_key(|p| p.call);
+    let want: Vec<Payload> = (0..8).map(|i| msg(7, 9 + 10 * i)).collect();
+    assert_eq!(got, want);
+    client.shutdown();
+    server.shutdown();
+}

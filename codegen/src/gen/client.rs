@@ -142,7 +142,7 @@ fn client_methods(method: &Method, names: &Names) -> TokenStream {
             pub fn #plain(&self, req: #input)
                 -> ::core::result::Result<(), ::protorb::codegen::SystemException>
             {
-                self.proxy.invoke_oneway(#op, ::protorb::codegen::encode(&req))
+                self.proxy.invoke_oneway_message(#op, &req, ::core::option::Option::None)
             }
 
             #[doc = #timeout_doc]
@@ -150,8 +150,11 @@ fn client_methods(method: &Method, names: &Names) -> TokenStream {
             pub fn #with_timeout(&self, req: #input, timeout: ::protorb::codegen::Duration)
                 -> ::core::result::Result<(), ::protorb::codegen::SystemException>
             {
-                self.proxy
-                    .invoke_oneway_with_timeout(#op, ::protorb::codegen::encode(&req), timeout)
+                self.proxy.invoke_oneway_message(
+                    #op,
+                    &req,
+                    ::core::option::Option::Some(timeout),
+                )
             }
 
             #asynchronous
@@ -238,7 +241,7 @@ fn async_idents(method: &Method) -> [(proc_macro2::Ident, TokenStream); 2] {
 }
 
 /// The asynchronous variants of a oneway operation's client method: `{name}_async` and
-/// `{name}_async_with_timeout` (`ObjectProxy::invoke_oneway_async`), whose futures are
+/// `{name}_async_with_timeout` (`ObjectProxy::invoke_oneway_message_async`), whose futures are
 /// ready at once with what the blocking method would return: the request is handed to the
 /// connection on the calling thread, as a two-way `_async` method writes its request.
 fn oneway_async_methods(method: &Method) -> TokenStream {
@@ -265,7 +268,8 @@ fn oneway_async_methods(method: &Method) -> TokenStream {
         ) -> impl ::core::future::Future<
             Output = ::core::result::Result<(), ::protorb::codegen::SystemException>,
         > + ::core::marker::Send + 'static {
-            self.proxy.invoke_oneway_async(#op, ::protorb::codegen::encode(&req))
+            self.proxy
+                .invoke_oneway_message_async(#op, &req, ::core::option::Option::None)
         }
 
         #[doc = #timeout_doc]
@@ -277,8 +281,11 @@ fn oneway_async_methods(method: &Method) -> TokenStream {
         ) -> impl ::core::future::Future<
             Output = ::core::result::Result<(), ::protorb::codegen::SystemException>,
         > + ::core::marker::Send + 'static {
-            self.proxy
-                .invoke_oneway_async_with_timeout(#op, ::protorb::codegen::encode(&req), timeout)
+            self.proxy.invoke_oneway_message_async(
+                #op,
+                &req,
+                ::core::option::Option::Some(timeout),
+            )
         }
     }
 }

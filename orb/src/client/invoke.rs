@@ -172,6 +172,27 @@ impl Orb {
             .map(|_| ())
     }
 
+    /// [`invoke_oneway`](Self::invoke_oneway) with the request message itself: a large one
+    /// in parts, its large `bytes` field not copied (`octets.rs`).
+    pub(crate) fn invoke_oneway_message<M: prost::Message>(
+        &self,
+        target: &ObjectRef,
+        operation: &str,
+        req: &M,
+        timeout: Option<Duration>,
+        md: &[ServiceContext],
+    ) -> Result<(), SystemException> {
+        let len = req.encoded_len();
+        if len < crate::transport::SPLIT_BODY_AT {
+            let body = crate::outbuf::encode(len, |buf| req.encode_raw(buf));
+            return self.invoke_oneway(target, operation, body, timeout, md);
+        }
+        let parts = crate::octets::encode_message_parts(req, len);
+        self.inner
+            .call_parts(target, operation, false, &parts, timeout, md)
+            .map(|_| ())
+    }
+
     pub(crate) fn is_a(&self, target: &ObjectRef, id: &str) -> Result<bool, SystemException> {
         let reply = self
             .inner

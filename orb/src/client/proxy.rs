@@ -204,6 +204,32 @@ impl ObjectProxy {
             .invoke_oneway(&self.target, operation, body, None, self.md())
     }
 
+    /// [`invoke_oneway`](Self::invoke_oneway) (or, with `timeout`,
+    /// [`invoke_oneway_with_timeout`](Self::invoke_oneway_with_timeout)) with the request
+    /// message itself (what generated oneway stubs call): a message of 8 KiB or more with a
+    /// large `bytes` field held as `Bytes` goes out without that field being copied.
+    pub fn invoke_oneway_message<M: prost::Message>(
+        &self,
+        operation: &str,
+        req: &M,
+        timeout: Option<Duration>,
+    ) -> Result<(), SystemException> {
+        self.orb
+            .invoke_oneway_message(&self.target, operation, req, timeout, self.md())
+    }
+
+    /// The asynchronous form of [`invoke_oneway_message`](Self::invoke_oneway_message), as
+    /// [`invoke_oneway_async`](Self::invoke_oneway_async) is of
+    /// [`invoke_oneway`](Self::invoke_oneway): the future is ready at once.
+    pub fn invoke_oneway_message_async<M: prost::Message>(
+        &self,
+        operation: &str,
+        req: &M,
+        timeout: Option<Duration>,
+    ) -> OnewayFuture {
+        OnewayFuture::ready(self.invoke_oneway_message(operation, req, timeout))
+    }
+
     /// The asynchronous form of [`invoke_oneway`](Self::invoke_oneway), for code that awaits
     /// its calls: hands the request to the connection now and returns a future of the
     /// outcome, which is ready at once.
