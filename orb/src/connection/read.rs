@@ -276,13 +276,22 @@ impl ReadState {
                     // Capacity for what a header claims only up to a bound: the rest is
                     // reserved as bytes arrive (read_to_end grows it, fallibly).
                     // Into the allocation `buf` lies in (the last large frame's, usually) if
-                    // nothing else holds any of it any more: its pages are mapped already,
-                    // where a new `Vec` of a large frame's size is often fresh memory from
-                    // the kernel (~40 page faults a 1 MiB frame, PROFILE.md "2026-12-07").
-                    // Otherwise the bytes buffered so far are copied out, as before.
-                    let mut big = Vec::from(std::mem::take(&mut self.buf));
+                    // nothing else holds any of it any more and it has room (`try_reclaim`
+                    // allocates nothing): its pages are mapped already, where a new `Vec`
+                    // of a large frame's size is often fresh memory from the kernel (~40
+                    // page faults a 1 MiB frame, PROFILE.md "2026-12-07"). Otherwise the
+                    // bytes buffered so far are copied into a new one.
                     let upfront = size.min(LARGE_UPFRONT);
+                    let mut big = if self.buf.try_reclaim(upfront.saturating_sub(self.buf.len())) {
+                        Vec::from(std::mem::take(&mut self.buf))
+                    } else {
+                        let mut v = Vec::with_capacity(upfront);
+                        v.extend_from_slice(&self.buf);
+                        self.buf.clear();
+                        v
+                    };
                     if big.capacity() < upfront {
+                        // Room at the end of an allocation shared still (rare): copied once more.
                         big.reserve_exact(upfront - big.len());
                     }
                     self.large = Some((big, size));
