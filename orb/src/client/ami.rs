@@ -184,7 +184,7 @@ struct AsyncCall {
 /// LOCATION_FORWARD or a CloseConnection.
 #[derive(Clone, Debug)]
 pub(crate) enum CallBody {
-    /// One octet sequence (protobuf bytes).
+    /// One octet sequence (protobuf bytes) under `SPLIT_BODY_AT`, written into the frame.
     Octets(Bytes),
     /// One large octet sequence in parts (a message whose large `bytes` field is referenced,
     /// not copied: `octets.rs`), sent from where they lie.
@@ -227,16 +227,6 @@ impl CallBody {
     /// Runs `f` with the call's parameters as [`Params`] carrying `metadata`.
     fn with_params<R>(&self, metadata: &[ServiceContext], f: impl FnOnce(Params<'_>) -> R) -> R {
         match self {
-            CallBody::Octets(octets) if octets.len() >= crate::transport::SPLIT_BODY_AT => {
-                let parts = crate::octets::one_part(octets.clone());
-                let write = |w: &mut CdrWriter<'_>| crate::octets::write_parts(w, &parts);
-                f(Params {
-                    write: &write,
-                    split: Some(&parts),
-                    hint: 0,
-                    metadata,
-                })
-            }
             CallBody::Parts(parts) => {
                 let write = |w: &mut CdrWriter<'_>| crate::octets::write_parts(w, parts);
                 f(Params {
@@ -336,8 +326,14 @@ impl ReplyFuture {
         timeout: Option<Duration>,
         md: &[ServiceContext],
     ) -> Self {
+        // A large one from its own buffer, as `call_octets` sends it.
+        let body = if body.len() >= crate::transport::SPLIT_BODY_AT {
+            CallBody::Parts(Box::new(crate::octets::one_part(body)))
+        } else {
+            CallBody::Octets(body)
+        };
         ReplyFuture {
-            call: AsyncCall::start(orb, target, operation, CallBody::Octets(body), timeout, md),
+            call: AsyncCall::start(orb, target, operation, body, timeout, md),
         }
     }
 
