@@ -246,67 +246,38 @@ fn framed_and_general_replies_interleave_correctly() {
     server.shutdown();
 }
 
-/// A result that fits the in-frame limit (8 KiB) but not the server's maximum message size
-/// is refused as the general way refuses it: MARSHAL (MESSAGE_TOO_LARGE, completed), not
-/// sent; one just under the maximum is sent.
+/// A result over the server's maximum message size is refused as the general way refuses
+/// it: MARSHAL (MESSAGE_TOO_LARGE, completed), not sent; one just under the maximum is sent.
+/// Both for a result that fits the in-frame limit (8 KiB) and for a large one (sent in parts,
+/// `octets.rs`).
 #[test]
 fn a_result_over_the_maximum_message_size_is_marshal_not_sent() {
-    let server = Orb::builder()
-        .threads(1)
-        .max_message_size(4_096)
-        .build()
-        .unwrap();
-    let target = server.activate(&b"varied"[..], EchoSkeleton::new(Varied));
-    let client = Orb::builder().threads(0).no_listen().build().unwrap();
-    let stub = EchoClient::new(&client, target);
-    let ask = |call| {
-        stub.echo(Payload {
-            thread: 99,
-            call,
-            data: Vec::new(),
-        })
-    };
-    match ask(5_000) {
-        Err(Exception::System(e)) => {
-            assert_eq!(e.kind, protorb::SystemExceptionKind::MARSHAL, "{e}");
-            assert_eq!(e.minor, protorb::minor::MESSAGE_TOO_LARGE, "{e}");
-            assert_eq!(e.completed, protorb::CompletionStatus::Yes, "{e}");
+    for (max, over, under) in [(4_096, 5_000, 4_000), (64 * 1024, 70_000, 60_000)] {
+        let server = Orb::builder()
+            .threads(1)
+            .max_message_size(max)
+            .build()
+            .unwrap();
+        let target = server.activate(&b"varied"[..], EchoSkeleton::new(Varied));
+        let client = Orb::builder().threads(0).no_listen().build().unwrap();
+        let stub = EchoClient::new(&client, target);
+        let ask = |call| {
+            stub.echo(Payload {
+                thread: 99,
+                call,
+                data: Vec::new(),
+            })
+        };
+        match ask(over) {
+            Err(Exception::System(e)) => {
+                assert_eq!(e.kind, protorb::SystemExceptionKind::MARSHAL, "{e}");
+                assert_eq!(e.minor, protorb::minor::MESSAGE_TOO_LARGE, "{e}");
+                assert_eq!(e.completed, protorb::CompletionStatus::Yes, "{e}");
+            }
+            other => panic!("a {over}-byte result under a {max}-byte maximum: {other:?}"),
         }
-        other => panic!("a 5,000-byte result under a 4,096-byte maximum: {other:?}"),
+        assert_eq!(ask(under).unwrap().data, vec![9; under as usize]);
+        client.shutdown();
+        server.shutdown();
     }
-    assert_eq!(ask(4_000).unwrap().data.len(), 4_000);
-    client.shutdown();
-    server.shutdown();
-}
-
-/// A large result (sent in parts, `octets.rs`) over the server's maximum message size is
-/// refused the same way: MARSHAL, not sent; one under it arrives whole.
-#[test]
-fn a_large_result_over_the_maximum_message_size_is_marshal_not_sent() {
-    let server = Orb::builder()
-        .threads(1)
-        .max_message_size(64 * 1024)
-        .build()
-        .unwrap();
-    let target = server.activate(&b"varied"[..], EchoSkeleton::new(Varied));
-    let client = Orb::builder().threads(0).no_listen().build().unwrap();
-    let stub = EchoClient::new(&client, target);
-    let ask = |call| {
-        stub.echo(Payload {
-            thread: 99,
-            call,
-            data: Vec::new(),
-        })
-    };
-    match ask(70_000) {
-        Err(Exception::System(e)) => {
-            assert_eq!(e.kind, protorb::SystemExceptionKind::MARSHAL, "{e}");
-            assert_eq!(e.minor, protorb::minor::MESSAGE_TOO_LARGE, "{e}");
-        }
-        other => panic!("a 70,000-byte result under a 65,536-byte maximum: {other:?}"),
-    }
-    let big = ask(60_000).unwrap();
-    assert_eq!(big.data, vec![9; 60_000]);
-    client.shutdown();
-    server.shutdown();
 }
