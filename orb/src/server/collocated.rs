@@ -86,7 +86,7 @@ impl Collocated for OrbInner {
         let mut result = ResultSlot::for_bytes();
         let reply = self
             .run_servant(body, &ctx, serving.depth(), &mut result)
-            .resolved(&mut result);
+            .into_body(&mut result);
         let deferral = ctx.close_deferral();
         drop(serving);
         if let Some(d) = deferral {
@@ -221,9 +221,7 @@ impl ReplySink for TaskSink {
 /// CDR body, aligned from its own start (a multiple of 8 from a GIOP header); then the
 /// reply's metadata, if any.
 fn local_reply(body: ReplyBody, metadata: Option<&Metadata>) -> Reply {
-    let body = body.or_internal();
     let status = match &body {
-        ReplyBody::InSlot => ReplyStatus::SystemException,
         ReplyBody::Octets(_) | ReplyBody::Parts(_) | ReplyBody::Bool(_) => ReplyStatus::NoException,
         ReplyBody::User(_) => ReplyStatus::UserException,
         ReplyBody::System(_) => ReplyStatus::SystemException,
@@ -234,7 +232,6 @@ fn local_reply(body: ReplyBody, metadata: Option<&Metadata>) -> Reply {
         match &body {
             ReplyBody::Octets(b) => w.write_octets(b),
             ReplyBody::Parts(p) => crate::octets::write_parts(&mut w, p),
-            ReplyBody::InSlot => {}
             ReplyBody::Bool(v) => w.write_bool(*v),
             ReplyBody::User(u) => {
                 w.write_string(&u.repository_id);

@@ -6,7 +6,7 @@ use crate::interceptor::{hook_panicked, Outcome};
 use crate::orb::OrbInner;
 use crate::result_slot::ResultSlot;
 use crate::servant::Context;
-use crate::server::dispatch::ReplyBody;
+use crate::server::dispatch::{Answer, ReplyBody};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 impl OrbInner {
@@ -23,7 +23,7 @@ impl OrbInner {
         ctx: &Context,
         depth: usize,
         result: &mut ResultSlot,
-    ) -> ReplyBody {
+    ) -> Answer {
         let chain = &self.config.interceptors.server;
         let mut ran = 0;
         let mut refused = None;
@@ -44,16 +44,17 @@ impl OrbInner {
             }
         }
         let reply = match refused {
-            Some(e) => ReplyBody::System(e),
+            Some(e) => Answer::Body(ReplyBody::System(e)),
             None => self.run_guarded(body, ctx, depth, result),
         };
         let outcome = match &reply {
             _ if ctx.is_deferred() => Outcome::Deferred,
-            ReplyBody::InSlot | ReplyBody::Octets(_) | ReplyBody::Parts(_) | ReplyBody::Bool(_) => {
+            Answer::InSlot
+            | Answer::Body(ReplyBody::Octets(_) | ReplyBody::Parts(_) | ReplyBody::Bool(_)) => {
                 Outcome::Ok
             }
-            ReplyBody::User(_) => Outcome::UserException,
-            ReplyBody::System(e) => Outcome::SystemException(e),
+            Answer::Body(ReplyBody::User(_)) => Outcome::UserException,
+            Answer::Body(ReplyBody::System(e)) => Outcome::SystemException(e),
         };
         let mut panicked = false;
         for i in chain[..ran].iter().rev() {
@@ -63,7 +64,7 @@ impl OrbInner {
             }
         }
         if panicked {
-            return ReplyBody::System(hook_panicked());
+            return Answer::Body(ReplyBody::System(hook_panicked()));
         }
         reply
     }
