@@ -12,6 +12,32 @@ use crate::cdr::CdrWriter;
 use bytes::buf::UninitSlice;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
+/// Octet sequences (a call's or a reply's protobuf bytes) at least this long are sent in
+/// parts from their own buffers (a vectored write) instead of being copied into the frame.
+pub(crate) const SPLIT_BODY_AT: usize = 8 * 1024;
+
+/// Whether an octet sequence of `len` bytes is sent in parts ([`SPLIT_BODY_AT`]).
+pub(crate) fn is_large(len: usize) -> bool {
+    len >= SPLIT_BODY_AT
+}
+
+/// A message encoded to be sent: under [`SPLIT_BODY_AT`] in one buffer (to be copied into
+/// the frame), else in parts (none copied).
+pub(crate) enum Encoded {
+    Whole(Bytes),
+    Parts(OctetParts),
+}
+
+/// `m` encoded as its size says ([`Encoded`]).
+pub(crate) fn encode_message<M: prost::Message>(m: &M) -> Encoded {
+    let len = m.encoded_len();
+    if is_large(len) {
+        Encoded::Parts(encode_message_parts(m, len))
+    } else {
+        Encoded::Whole(crate::outbuf::encode(len, |buf| m.encode_raw(buf)))
+    }
+}
+
 /// An octet sequence as up to three parts, in order: one buffer (and two empty parts), or a
 /// message's fields before a large `bytes` field, that field, and the fields after it.
 pub(crate) type OctetParts = [Bytes; 3];

@@ -10,7 +10,8 @@
 //! head in front and sends the frame from where it lies.
 //!
 //! Only the common reply uses the frame: NO_EXCEPTION, no service contexts (the head is then
-//! 24 bytes in every GIOP version), a result under [`MAX_BODY`]. For anything else (an
+//! 24 bytes in every GIOP version), a result under `octets::SPLIT_BODY_AT` (a larger one is
+//! encoded in parts, its large `bytes` field uncopied: `octets.rs`). For anything else (an
 //! exception, reply metadata, a deferred or cancelled request) the ORB takes the result out
 //! of the frame as the reply's body ([`InFrame::body`]) and goes the general way. The frame's
 //! buffer is this thread's spare, taken when the result is encoded (after the servant's user
@@ -31,10 +32,6 @@ pub(crate) const BODY_AT: usize = 28;
 /// The reply's head: `frame[..HEAD]`.
 pub(crate) const HEAD: usize = 24;
 
-/// Results larger than this are encoded as `Bytes` of their own (large replies are written
-/// as two parts, the result uncopied: `transport::SPLIT_BODY_AT`).
-pub(crate) const MAX_BODY: usize = 8 * 1024;
-
 thread_local! {
     /// This thread's spare frame buffer, for its allocation.
     static SPARE: Cell<BytesMut> = Cell::new(BytesMut::new());
@@ -51,13 +48,24 @@ thread_local! {
 pub struct ResultSlot {
     /// Whether results go into a reply frame (the ORB's upcalls from the network).
     framed: bool,
-    /// The result as bytes (when not in `frame`).
-    bytes: Bytes,
-    /// The reply frame holding the result.
-    frame: Option<InFrame>,
+    /// The result, in one of its three forms.
+    held: Held,
+}
+
+/// The forms a result takes in a [`ResultSlot`]: one at a time, so one field.
+#[derive(Debug, Default)]
+pub(crate) enum Held {
+    /// No result (yet, or any more: taken out).
+    #[default]
+    Empty,
+    /// As bytes: an unframed slot's result, or one put in encoded.
+    Bytes(Bytes),
+    /// In the reply frame, behind room for the reply's head.
+    Frame(InFrame),
     /// A large result for a reply, in parts: its large `bytes` field referenced where the
-    /// servant's message holds it, not copied (`octets::encode_message_parts`).
-    large: Option<Box<OctetParts>>,
+    /// servant's message holds it, not copied (`octets::encode_message_parts`). Boxed: a
+    /// reply body is moved a few times on every reply's path, and small ones are the many.
+    Parts(Box<OctetParts>),
 }
 
 impl ResultSlot {
@@ -71,7 +79,7 @@ impl ResultSlot {
     pub(crate) fn framed() -> Self {
         ResultSlot {
             framed: true,
-            ..Self::default()
+            held: Held::default(),
         }
     }
 
@@ -82,15 +90,14 @@ impl ResultSlot {
             self.set_bytes(crate::outbuf::encode(len, |buf| m.encode_raw(buf)));
             return;
         }
-        if len > MAX_BODY {
-            self.set_bytes(Bytes::new());
-            self.large = Some(Box::new(crate::octets::encode_message_parts(m, len)));
+        if crate::octets::is_large(len) {
+            self.held = Held::Parts(Box::new(crate::octets::encode_message_parts(m, len)));
             return;
         }
         // A result put in before is replaced; its frame's buffer is reused.
-        let mut frame = match self.frame.take() {
-            Some(mut f) => std::mem::take(&mut f.frame),
-            None => SPARE.with(Cell::take),
+        let mut frame = match &mut self.held {
+            Held::Frame(f) => std::mem::take(&mut f.frame),
+            _ => SPARE.with(Cell::take),
         };
         frame.clear();
         frame.reserve(BODY_AT + len);
@@ -99,49 +106,44 @@ impl ResultSlot {
         let n = u32::try_from(frame.len() - BODY_AT).unwrap_or(u32::MAX);
         // The octet sequence's length, in the frame's (native) byte order.
         frame[HEAD..BODY_AT].copy_from_slice(&ByteOrder::NATIVE.u32_bytes(n));
-        self.bytes = Bytes::new();
-        self.large = None;
-        self.frame = Some(InFrame { frame });
+        self.held = Held::Frame(InFrame { frame });
     }
 
     /// Puts in a result encoded already.
     pub fn set_bytes(&mut self, bytes: Bytes) {
-        self.frame = None;
-        self.large = None;
-        self.bytes = bytes;
+        self.held = Held::Bytes(bytes);
     }
 
     /// The encoded result.
-    pub fn into_bytes(mut self) -> Bytes {
-        if let Some(parts) = self.large.take() {
-            return joined(*parts);
+    pub fn into_bytes(self) -> Bytes {
+        match self.held {
+            Held::Empty => Bytes::new(),
+            Held::Bytes(b) => b,
+            Held::Frame(f) => f.body(),
+            Held::Parts(parts) => joined(*parts),
         }
-        match self.frame.take() {
-            Some(f) => f.body(),
-            None => self.bytes,
-        }
-    }
-
-    /// A large result in parts, if the result is one (then neither in a frame nor bytes).
-    /// Boxed: a reply body is moved a few times on every reply's path, and small ones are
-    /// the many.
-    pub(crate) fn take_parts(&mut self) -> Option<Box<OctetParts>> {
-        self.large.take()
     }
 
     /// Whether the result went into a reply frame.
     pub(crate) fn has_frame(&self) -> bool {
-        self.frame.is_some()
+        matches!(self.held, Held::Frame(_))
     }
 
-    /// The reply frame holding the result, if the result went into one.
+    /// The reply frame holding the result, if the result went into one (the slot is then
+    /// left empty; else it is left as it was).
     pub(crate) fn take_frame(&mut self) -> Option<InFrame> {
-        self.frame.take()
+        if !self.has_frame() {
+            return None;
+        }
+        match std::mem::take(&mut self.held) {
+            Held::Frame(f) => Some(f),
+            _ => None,
+        }
     }
 
-    /// The result as bytes, if it is not in a frame (else empty).
-    pub(crate) fn take_bytes(&mut self) -> Bytes {
-        std::mem::take(&mut self.bytes)
+    /// The result, in whichever form it is; the slot is left empty.
+    pub(crate) fn take(&mut self) -> Held {
+        std::mem::take(&mut self.held)
     }
 }
 
@@ -218,8 +220,9 @@ mod tests {
     fn a_framed_slot_encodes_behind_room_for_the_head() {
         let mut slot = ResultSlot::framed();
         slot.message(&m(b"hello"));
-        assert!(slot.take_bytes().is_empty());
+        assert!(slot.has_frame());
         let mut f = slot.take_frame().expect("in a frame");
+        assert!(matches!(slot.take(), Held::Empty), "taken out");
         let want = encoded(b"hello");
         let frame = f.frame();
         assert_eq!(&frame[..HEAD], &[0; HEAD]);
@@ -250,7 +253,7 @@ mod tests {
         slot.message(&m(b"x"));
         assert!(slot.take_frame().is_none());
         assert_eq!(slot.into_bytes(), encoded(b"x"));
-        let big = vec![7; MAX_BODY + 1];
+        let big = vec![7; crate::octets::SPLIT_BODY_AT];
         let mut slot = ResultSlot::framed();
         slot.message(&m(&big));
         assert!(slot.take_frame().is_none());

@@ -23,10 +23,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Octet-sequence bodies at least this long are written from their own buffer (a vectored
-/// write) instead of being copied into the frame.
-pub(crate) const SPLIT_BODY_AT: usize = 8 * 1024;
-
 /// A frame as (head, body...) parts: `write_head` writes the head, ending with the octet
 /// sequence's length, and the GIOP size is patched to cover `body`, which follows the head on
 /// the wire uncopied.

@@ -184,7 +184,7 @@ struct AsyncCall {
 /// LOCATION_FORWARD or a CloseConnection.
 #[derive(Clone, Debug)]
 pub(crate) enum CallBody {
-    /// One octet sequence (protobuf bytes) under `SPLIT_BODY_AT`, written into the frame.
+    /// One octet sequence (protobuf bytes) under `octets::SPLIT_BODY_AT`, written into the frame.
     Octets(Bytes),
     /// One large octet sequence in parts (a message whose large `bytes` field is referenced,
     /// not copied: `octets.rs`), sent from where they lie.
@@ -327,7 +327,7 @@ impl ReplyFuture {
         md: &[ServiceContext],
     ) -> Self {
         // A large one from its own buffer, as `call_octets` sends it.
-        let body = if body.len() >= crate::transport::SPLIT_BODY_AT {
+        let body = if crate::octets::is_large(body.len()) {
             CallBody::Parts(Box::new(crate::octets::one_part(body)))
         } else {
             CallBody::Octets(body)

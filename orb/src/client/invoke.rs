@@ -15,7 +15,7 @@ use crate::giop::{
 };
 use crate::ior::{IiopProfile, ObjectRef};
 use crate::lf::{Exit, OwnReply, Participant, Until, Waiter};
-use crate::octets::OctetParts;
+use crate::octets::{Encoded, OctetParts};
 use crate::orb::{Orb, OrbInner};
 use crate::stream::Stream;
 use crate::sync::std_lock as lock;
@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 pub(crate) struct Params<'a> {
     /// Writes the parameters into the request frame (for a split body: the count only).
     pub(crate) write: &'a dyn Fn(&mut CdrWriter<'_>),
-    /// One octet sequence of `SPLIT_BODY_AT` bytes or more, sent from its own buffers
+    /// One octet sequence of `octets::SPLIT_BODY_AT` bytes or more, sent from its own buffers
     /// (`write` writes the same, for a collocated call).
     pub(crate) split: Option<&'a OctetParts>,
     /// About how many bytes `write` writes, to size the frame buffer (without `split`).
@@ -98,7 +98,7 @@ impl Orb {
         md: &[ServiceContext],
     ) -> Result<Bytes, Exception> {
         let len = req.encoded_len();
-        if len >= crate::transport::SPLIT_BODY_AT {
+        if crate::octets::is_large(len) {
             return self.invoke_encoded(target, operation, req, timeout, md);
         }
         let write = |w: &mut CdrWriter<'_>| w.write_message(req);
@@ -182,15 +182,13 @@ impl Orb {
         timeout: Option<Duration>,
         md: &[ServiceContext],
     ) -> Result<(), SystemException> {
-        let len = req.encoded_len();
-        if len < crate::transport::SPLIT_BODY_AT {
-            let body = crate::outbuf::encode(len, |buf| req.encode_raw(buf));
-            return self.invoke_oneway(target, operation, body, timeout, md);
+        match crate::octets::encode_message(req) {
+            Encoded::Whole(body) => self.invoke_oneway(target, operation, body, timeout, md),
+            Encoded::Parts(parts) => self
+                .inner
+                .call_parts(target, operation, false, &parts, timeout, md)
+                .map(|_| ()),
         }
-        let parts = crate::octets::encode_message_parts(req, len);
-        self.inner
-            .call_parts(target, operation, false, &parts, timeout, md)
-            .map(|_| ())
     }
 
     pub(crate) fn is_a(&self, target: &ObjectRef, id: &str) -> Result<bool, SystemException> {
@@ -308,7 +306,7 @@ impl OrbInner {
         timeout: Option<Duration>,
         metadata: &[ServiceContext],
     ) -> Result<Option<Reply>, SystemException> {
-        if octets.len() >= crate::transport::SPLIT_BODY_AT {
+        if crate::octets::is_large(octets.len()) {
             let parts = crate::octets::one_part(octets.clone());
             return self.call_parts(target, operation, twoway, &parts, timeout, metadata);
         }
@@ -344,7 +342,7 @@ impl OrbInner {
     }
 
     /// [`call`](Self::call) whose parameter `write` writes (a protobuf message of encoded
-    /// length `len`, below [`SPLIT_BODY_AT`](crate::transport::SPLIT_BODY_AT), as an octet
+    /// length `len`, below [`SPLIT_BODY_AT`](crate::octets::SPLIT_BODY_AT), as an octet
     /// sequence) straight into the request frame: no buffer of its own, no copy.
     pub(crate) fn call_written(
         &self,

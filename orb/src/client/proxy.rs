@@ -5,6 +5,7 @@ use crate::exception::{Exception, SystemException};
 use crate::giop::ServiceContext;
 use crate::ior::ObjectRef;
 use crate::metadata::Metadata;
+use crate::octets::Encoded;
 use crate::orb::Orb;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -182,15 +183,14 @@ impl ObjectProxy {
         req: &M,
         timeout: Option<Duration>,
     ) -> ReplyFuture {
-        let len = req.encoded_len();
-        if len >= crate::transport::SPLIT_BODY_AT {
+        match crate::octets::encode_message(req) {
+            Encoded::Whole(body) => self.invoke_async(operation, body, timeout),
             // Its large `bytes` field referenced, not copied (`octets.rs`).
-            let parts = crate::octets::encode_message_parts(req, len);
-            let (orb, target, md) = (&self.orb, &self.target, self.md());
-            return ReplyFuture::start_parts(orb, target, operation, parts, timeout, md);
+            Encoded::Parts(parts) => {
+                let (orb, target, md) = (&self.orb, &self.target, self.md());
+                ReplyFuture::start_parts(orb, target, operation, parts, timeout, md)
+            }
         }
-        let body = crate::outbuf::encode(len, |buf| req.encode_raw(buf));
-        self.invoke_async(operation, body, timeout)
     }
 
     /// A oneway call: returns once the request is handed to the connection; no reply comes.

@@ -14,9 +14,9 @@ use crate::metadata::Metadata;
 use crate::octets::OctetParts;
 use crate::orb::OrbInner;
 use crate::outbuf;
-use crate::result_slot::{InFrame, ResultSlot, BODY_AT};
+use crate::result_slot::{Held, InFrame, ResultSlot, BODY_AT};
 use crate::servant::{Context, Discard, ReplySink, Servant};
-use crate::transport::{frame_parts, SPLIT_BODY_AT};
+use crate::transport::frame_parts;
 use crate::upcall::{Serving, Upcall};
 use bytes::{Bytes, BytesMut};
 use std::any::Any;
@@ -40,10 +40,11 @@ impl Answer {
     pub(crate) fn into_body(self, result: &mut ResultSlot) -> ReplyBody {
         match self {
             Answer::Body(body) => body,
-            Answer::InSlot => match (result.take_frame(), result.take_parts()) {
-                (Some(frame), _) => ReplyBody::Octets(frame.body()),
-                (None, Some(parts)) => ReplyBody::Parts(parts),
-                (None, None) => ReplyBody::Octets(result.take_bytes()),
+            Answer::InSlot => match result.take() {
+                Held::Frame(frame) => ReplyBody::Octets(frame.body()),
+                Held::Parts(parts) => ReplyBody::Parts(parts),
+                Held::Bytes(bytes) => ReplyBody::Octets(bytes),
+                Held::Empty => ReplyBody::Octets(Bytes::new()),
             },
         }
     }
@@ -533,7 +534,7 @@ impl ReplyPlan {
     /// reply, which is written whole ([`write`](Self::write)).
     fn large_parts(&self, version: Version) -> Option<[Bytes; 4]> {
         match &self.body {
-            ReplyBody::Octets(b) if b.len() >= SPLIT_BODY_AT => Some(frame_parts(
+            ReplyBody::Octets(b) if crate::octets::is_large(b.len()) => Some(frame_parts(
                 |head| write_reply(head, version, &self.header, |w| w.write_len(b.len())),
                 &crate::octets::one_part(b.clone()),
             )),
