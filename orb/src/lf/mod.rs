@@ -408,8 +408,12 @@ const LOOK_AFTER: Duration = Duration::from_micros(20);
 /// ...and otherwise once in this many upcalls. The look only detects requests arriving in
 /// parallel; skipping it after short user code spares a system call per upcall (measured:
 /// PROFILE.md, 2026-11-26), and a request that arrived meanwhile waited less than
-/// `LOOK_AFTER` plus the reply's send, then waits in the poll set for this thread.
-const LOOK_EVERY: usize = 8;
+/// `LOOK_AFTER` plus the reply's send, then waits in the poll set for this thread, which
+/// serves it next. So the look only decides how soon parallel short requests get the other
+/// pool threads too: within 64 short upcalls (about a millisecond). Once in 8, the look's
+/// `ppoll` moved the `lat` median by ~1% on a VM with slow system calls (PROFILE.md,
+/// 2026-12-07, later).
+const LOOK_EVERY: usize = 64;
 
 /// What a leader that read an upcall does with it (`Lf::step_down_for`).
 enum StepDown<'a> {
