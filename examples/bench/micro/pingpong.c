@@ -20,7 +20,13 @@
 // message in two buffers, 12 + 88 bytes, as a GIOP header and body), epoll (non-blocking:
 // epoll_wait, then one recv), recvfirst (recv first, epoll_wait only when it would block),
 // uring1 (send; the receive through io_uring), uring2 (send and receive in one
-// io_uring_enter).
+// io_uring_enter), poll (non-blocking: poll(2) on the socket and two idle descriptors, then
+// one recv), epollnest (epoll, with the set registered without events in a second set, as the
+// ORB's standby set holds its main set), twoconn (blocking, pings over one connection and
+// pongs over a second: each connection carries data one way, as in a chain of callbacks
+// between two ORBs without bidirectional GIOP), twoconnepoll (twoconn, both connections in one
+// epoll set: epoll_wait, then one recv, as an event loop must when a message may come on
+// either).
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -29,7 +35,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -55,6 +64,7 @@ static void work(void) {}
 #define HEAD 12
 static const char *mode;
 static int ep = -1;
+static struct pollfd pfds[3];
 
 static int is(const char *m) { return strcmp(mode, m) == 0; }
 
@@ -72,11 +82,32 @@ static void setup(int fd) {
         struct epoll_event e = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.fd = fd};
         epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e);
     }
-    if (is("epoll") || is("recvfirst")) {
+    if (is("epoll") || is("recvfirst") || is("epollnest")) {
         fcntl(fd, F_SETFL, O_NONBLOCK);
         ep = epoll_create1(0);
         struct epoll_event e = {.events = EPOLLIN | EPOLLET, .data.fd = fd};
         epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e);
+        if (is("epollnest")) {
+            // The set registered, with no events, in a second set nobody waits on (as the
+            // ORB's standby set holds its main set).
+            int outer = epoll_create1(0);
+            struct epoll_event o = {.events = 0, .data.fd = ep};
+            epoll_ctl(outer, EPOLL_CTL_ADD, ep, &o);
+        }
+    }
+    if (is("twoconnepoll")) {
+        // Both connections in one set, as an event loop holds them.
+        fcntl(fd, F_SETFL, O_NONBLOCK);
+        if (ep < 0) ep = epoll_create1(0);
+        struct epoll_event e = {.events = EPOLLIN | EPOLLET, .data.fd = fd};
+        epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e);
+    }
+    if (is("poll")) {
+        // poll(2) on the socket and two idle descriptors (a wake-up eventfd and a timerfd).
+        fcntl(fd, F_SETFL, O_NONBLOCK);
+        pfds[0] = (struct pollfd){.fd = fd, .events = POLLIN};
+        pfds[1] = (struct pollfd){.fd = eventfd(0, EFD_NONBLOCK), .events = POLLIN};
+        pfds[2] = (struct pollfd){.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK), .events = POLLIN};
     }
 #ifdef WITH_URING
     if (mode[0] == 'u') io_uring_queue_init(8, &ring, 0);
@@ -100,7 +131,11 @@ static int recv_msg(int fd, char *in) {
     int got = 0;
     while (got < MSG) {
         int n;
-        if (is("epoll")) {
+        if (is("poll")) {
+            if (poll(pfds, 3, -1) < 0) return -1;
+            n = recv(fd, in + got, MSG - got, 0);
+            if (n < 0) continue;
+        } else if (is("epoll") || is("epollnest") || is("twoconnepoll")) {
             struct epoll_event e;
             if (epoll_wait(ep, &e, 1, -1) < 0) return -1;
             n = recv(fd, in + got, MSG - got, 0);
@@ -179,6 +214,16 @@ int main(int argc, char **argv) {
         if (bind(l, (void *)&a, sizeof a) || listen(l, 1)) return perror("bind"), 1;
         int fd = accept(l, 0, 0);
         setup(fd);
+        if (is("twoconn") || is("twoconnepoll")) {
+            // Pings come in on the first connection, pongs go out on the second.
+            int back = accept(l, 0, 0);
+            setup(back);
+            for (;;) {
+                if (recv_msg(fd, in)) return 0;
+                memcpy(out, in, MSG);
+                if (send_msg(back, out)) return 0;
+            }
+        }
         // Echo: the first receive alone, then each reply with the next receive.
         if (exchange(fd, out, in, 0)) return 0;
         for (;;) {
@@ -189,11 +234,18 @@ int main(int argc, char **argv) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (connect(fd, (void *)&a, sizeof a)) return perror("connect"), 1;
     setup(fd);
+    int back = -1;
+    if (is("twoconn") || is("twoconnepoll")) {
+        back = socket(AF_INET, SOCK_STREAM, 0);
+        if (connect(back, (void *)&a, sizeof a)) return perror("connect"), 1;
+        setup(back);
+    }
     int n = argc > 4 ? atoi(argv[4]) : 200000, warm = 2000;
     double *t = malloc(n * sizeof *t);
     for (int i = 0; i < n + warm; i++) {
         double t0 = now_us();
-        if (exchange(fd, out, in, 1)) return fprintf(stderr, "exchange failed\n"), 1;
+        if (back >= 0 ? send_msg(fd, out) || recv_msg(back, in) : exchange(fd, out, in, 1))
+            return fprintf(stderr, "exchange failed\n"), 1;
         if (i >= warm) t[i - warm] = now_us() - t0;
     }
     qsort(t, n, sizeof *t, cmp);
