@@ -26,7 +26,9 @@
 // pongs over a second: each connection carries data one way, as in a chain of callbacks
 // between two ORBs without bidirectional GIOP), twoconnepoll (twoconn, both connections in one
 // epoll set: epoll_wait, then one recv, as an event loop must when a message may come on
-// either).
+// either). With QUICKACK0=1 in the environment (both sides), every socket starts with
+// TCP_QUICKACK off: delayed acknowledgements, one for every second message of a one-way
+// connection instead of one for each.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -77,6 +79,11 @@ static double now_us(void) {
 static void setup(int fd) {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (getenv("QUICKACK0")) {
+        // Delayed acknowledgements from the start (the kernel's ping-pong mode).
+        int zero = 0;
+        setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &zero, sizeof zero);
+    }
     if (is("sendreg")) {
         ep = epoll_create1(0);
         struct epoll_event e = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.fd = fd};
