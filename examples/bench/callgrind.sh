@@ -89,9 +89,17 @@ FULL_CALLS = 22000
 
 # The client's sort of its latencies after the calls (for p50 and p99): O(n log n), so the
 # difference of the two runs would count part of it as work per call (~120 instructions in the
-# ORB's client, 2026-12-07). Its inclusive cost is left out, on every implementation alike.
+# ORB's client, 2026-12-07). Its inclusive cost is left out, on every implementation alike;
+# only a sort the benchmark's own code calls (not the ORB's, nor a shared library's): an ORB
+# that sorted on every call would still be counted.
 SORT = re.compile(r"core::slice::sort::|std::__introsort_loop|std::__final_insertion_sort"
                   r"|std::__sort<|std::sort<|\bqsort\b")
+
+def benchmark_code(obj, fn):
+    """Whether `fn` (in object `obj`) is the benchmark's own code: in the executable, not in a
+    shared library (omniORB's code), not the ORB's (linked into the executable) nor a sort."""
+    return (obj is not None and ".so" not in obj.rsplit("/", 1)[-1]
+            and "protorb::" not in fn and not SORT.search(fn))
 
 def parse(path):
     """Total Ir (less the final sort's), executed atomics per instruction address of the
@@ -138,12 +146,12 @@ def parse(path):
         addr, line = num(parts[0], addr), num(parts[1], line)
         if after_calls:
             after_calls = False
-            # A sort entered from outside any sort: its whole cost, once.
-            if SORT.search(cfn) and not SORT.search(fn):
+            # A sort the benchmark's code enters: its whole cost, once.
+            if SORT.search(cfn) and benchmark_code(obj, fn):
                 sort_ir += int(parts[2])
             continue
         if SORT.search(fn):
-            continue  # not a call's code (nor hot code)
+            continue  # a sort's code is not counted as hot code (its instructions still are)
         irs[addr] += int(parts[2])
         if obj and obj.endswith("orb-bench") and addr in atomic:
             atomics[addr] += int(parts[2])

@@ -38,7 +38,6 @@ static int fd, bitset;
 static pthread_mutex_t send_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint32_t done[CALLERS];  // per caller: its reply is in (mode one: its futex)
 static _Atomic uint32_t epoch;          // mode bitset: bumped before each batch's wake
-static _Atomic int stop;
 static _Atomic long calls;
 
 static long futex(_Atomic uint32_t *w, int op, uint32_t val, uint32_t mask) {
@@ -49,7 +48,7 @@ static void *caller(void *arg) {
     int i = (int)(intptr_t)arg;
     char m[MSG] = {0};
     m[0] = (char)i;
-    while (!atomic_load(&stop)) {
+    for (;;) {  // until main's _exit
         atomic_store(&done[i], 0);
         pthread_mutex_lock(&send_mu);
         if (send(fd, m, MSG, MSG_NOSIGNAL) != MSG) exit(1);
