@@ -5,9 +5,10 @@
 //! ([`last_connection`]).
 
 use crate::connection::Connection;
-use crate::sync::std_lock as lock;
+use crate::sync::plain::Mutex;
+use crate::sync::plain_lock as lock;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 
 /// The connection to one endpoint. Its lock is held only to look and to publish a
 /// connection whose (non-blocking) connect has started: never across DNS or a connect.

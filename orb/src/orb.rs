@@ -12,13 +12,14 @@ use crate::lf::{Lf, Participant};
 use crate::reactor::Reactor;
 use crate::servant::{Context, Servant};
 use crate::stats::{OrbStats, Stats};
-use crate::sync::std_lock as lock;
+use crate::sync::plain::Mutex;
+use crate::sync::plain_lock as lock;
 use crate::upcall::Upcalls;
 use bytes::Bytes;
 use std::any::Any;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 

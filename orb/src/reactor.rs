@@ -89,7 +89,8 @@
 //! readable event costs one read that finds nothing). The connection stays in the set, so
 //! that the runtime hears it.
 
-use crate::sync::std_lock as lock;
+use crate::sync::plain::{Mutex, MutexGuard};
+use crate::sync::plain_lock as lock;
 use crate::sync::Queue;
 use mio::net::TcpListener;
 use mio::unix::SourceFd;
@@ -102,7 +103,7 @@ use std::os::fd::OwnedFd;
 use std::os::fd::RawFd;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long a run of owned reads may go without a look at the poll set (see the module
@@ -809,7 +810,7 @@ impl<E: Clone> Reactor<E> {
         mut handle: impl FnMut(Ready<E>),
     ) -> Polled {
         // Not the leader's own wait: never block behind a thread waiting in the poll.
-        let Ok(mut g) = self.poll.try_lock() else {
+        let Some(mut g) = self.poll.try_lock() else {
             return Polled::default();
         };
         // (token, readable, read_closed) of a parked socket with an event; whether the set
@@ -903,7 +904,7 @@ impl<E: Clone> Reactor<E> {
         {
             return Own::No;
         }
-        let Ok(mut g) = self.poll.try_lock() else {
+        let Some(mut g) = self.poll.try_lock() else {
             return Own::No;
         };
         let changed = self.slots_changed.load(Ordering::Acquire);
@@ -982,7 +983,7 @@ impl<E: Clone> Reactor<E> {
         }
         // The leader's lock, never contended here; a thread that holds it is polling, and
         // the turn polls after it.
-        let mut g = self.poll.try_lock().ok()?;
+        let mut g = self.poll.try_lock()?;
         let sole = match &g.unpolled_sole {
             Some((seen, sole)) if *seen == self.slots_changed.load(Ordering::Acquire) => {
                 sole.clone()

@@ -11,12 +11,13 @@ use crate::giop::{ByteString, ObjectKey};
 use crate::identity::PeerIdentity;
 use crate::metadata::Metadata;
 use crate::result_slot::ResultSlot;
-use crate::sync::std_lock as lock;
+use crate::sync::plain::Mutex;
+use crate::sync::plain_lock as lock;
 use bytes::Bytes;
 use std::any::Any;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 /// An object implementation the ORB can dispatch requests to.
@@ -194,13 +195,11 @@ impl Context {
                 }
                 if *i.reply_metadata_touched.get_mut() {
                     *i.reply_metadata_touched.get_mut() = false;
-                    *i.reply_metadata
-                        .get_mut()
-                        .unwrap_or_else(|e| e.into_inner()) = None;
+                    *i.reply_metadata.get_mut() = None;
                 }
                 *i.cancelled.get_mut() = false;
                 *i.defer_state.get_mut() = OPEN;
-                let deferral = i.deferral.get_mut().unwrap_or_else(|e| e.into_inner());
+                let deferral = i.deferral.get_mut();
                 if deferral.is_some() {
                     *deferral = None;
                 }
@@ -243,9 +242,7 @@ impl Context {
             }
             if *i.reply_metadata_touched.get_mut() {
                 *i.reply_metadata_touched.get_mut() = false;
-                *i.reply_metadata
-                    .get_mut()
-                    .unwrap_or_else(|e| e.into_inner()) = None;
+                *i.reply_metadata.get_mut() = None;
             }
             SPARE.with(|s| s.put(inner));
         }
@@ -435,7 +432,7 @@ impl Context {
 /// Write access to the metadata of a request's reply ([`Context::reply_metadata_mut`]):
 /// dereferences to [`Metadata`]. Holds the context's lock while alive.
 pub struct ReplyMetadataMut<'a> {
-    guard: std::sync::MutexGuard<'a, Option<Box<Metadata>>>,
+    guard: crate::sync::plain::MutexGuard<'a, Option<Box<Metadata>>>,
 }
 
 impl std::ops::Deref for ReplyMetadataMut<'_> {

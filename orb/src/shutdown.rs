@@ -4,7 +4,7 @@
 //! dropping the last handle both come here.
 
 use crate::orb::OrbInner;
-use crate::sync::std_lock as lock;
+use crate::sync::plain_lock as lock;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 

@@ -3,10 +3,9 @@
 //! (`RUSTFLAGS="--cfg orb_loom" cargo test -p protorb --lib loom`), as tokio does.
 
 #[cfg(not(orb_loom))]
-pub(crate) use std::sync::{
-    atomic::{AtomicBool, AtomicUsize},
-    Condvar, Mutex, MutexGuard,
-};
+pub(crate) use parking_lot::{Condvar, Mutex, MutexGuard};
+#[cfg(not(orb_loom))]
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicUsize};
 
 #[cfg(orb_loom)]
 pub(crate) use loom::sync::{
@@ -14,16 +13,62 @@ pub(crate) use loom::sync::{
     Condvar, Mutex, MutexGuard,
 };
 
-/// Locks, ignoring poisoning (a panicking servant must not take the pool down; nothing behind
-/// these mutexes is left half-updated by a panic).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+/// The mutexes outside the loom model, with and without it: parking_lot's, which do not
+/// poison. A std mutex checks the thread's panic count on every lock and again on every
+/// unlock, for a poisoning the ORB ignores anyway (a panicking servant must not take the pool
+/// down; nothing behind these mutexes is left half-updated by a panic): about 80
+/// instructions of a `lat` call on each side (callgrind, PROFILE.md).
+pub(crate) mod plain {
+    pub(crate) use parking_lot::{Condvar, Mutex, MutexGuard};
 }
 
-/// Locks a std mutex, ignoring poisoning, as [`lock`] does: for the mutexes outside the loom
-/// model, which stay std's under `orb_loom` too (without loom the two are the same function).
-pub(crate) fn std_lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+/// Locks a mutex of the loom model (parking_lot's without loom: no poisoning to ignore).
+#[inline]
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    #[cfg(not(orb_loom))]
+    return m.lock();
+    #[cfg(orb_loom)]
+    return m.lock().unwrap_or_else(|p| p.into_inner());
+}
+
+/// Waits on `cv` with `g` (a guard of the loom model's mutex), as `Condvar::wait`.
+#[inline]
+pub(crate) fn wait<'a, T>(cv: &Condvar, g: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+    #[cfg(not(orb_loom))]
+    {
+        let mut g = g;
+        cv.wait(&mut g);
+        g
+    }
+    #[cfg(orb_loom)]
+    return cv.wait(g).unwrap_or_else(|p| p.into_inner());
+}
+
+/// Waits on `cv` with `g` for at most `dur`, as `Condvar::wait_timeout`: the guard, and
+/// whether the time ran out.
+#[inline]
+pub(crate) fn wait_timeout<'a, T>(
+    cv: &Condvar,
+    g: MutexGuard<'a, T>,
+    dur: std::time::Duration,
+) -> (MutexGuard<'a, T>, bool) {
+    #[cfg(not(orb_loom))]
+    {
+        let mut g = g;
+        let r = cv.wait_for(&mut g, dur);
+        (g, r.timed_out())
+    }
+    #[cfg(orb_loom)]
+    {
+        let (g, r) = cv.wait_timeout(g, dur).unwrap_or_else(|p| p.into_inner());
+        (g, r.timed_out())
+    }
+}
+
+/// Locks a mutex outside the loom model ([`plain`]).
+#[inline]
+pub(crate) fn plain_lock<T>(m: &plain::Mutex<T>) -> plain::MutexGuard<'_, T> {
+    m.lock()
 }
 
 use std::collections::VecDeque;
@@ -42,14 +87,14 @@ use std::sync::atomic::Ordering;
 /// Not part of the loom model (the reactor and the driver are not), so always std's mutex.
 #[derive(Debug)]
 pub(crate) struct Queue<T> {
-    items: std::sync::Mutex<VecDeque<T>>,
+    items: plain::Mutex<VecDeque<T>>,
     len: std::sync::atomic::AtomicUsize,
 }
 
 impl<T> Default for Queue<T> {
     fn default() -> Self {
         Queue {
-            items: std::sync::Mutex::new(VecDeque::new()),
+            items: plain::Mutex::new(VecDeque::new()),
             len: std::sync::atomic::AtomicUsize::new(0),
         }
     }
@@ -58,7 +103,7 @@ impl<T> Default for Queue<T> {
 impl<T> Queue<T> {
     /// Appends `item`.
     pub(crate) fn push_back(&self, item: T) {
-        let mut q = std_lock(&self.items);
+        let mut q = plain_lock(&self.items);
         q.push_back(item);
         self.len.store(q.len(), Ordering::Release);
     }
@@ -68,7 +113,7 @@ impl<T> Queue<T> {
         if self.is_empty() {
             return None;
         }
-        let mut q = std_lock(&self.items);
+        let mut q = plain_lock(&self.items);
         let item = q.pop_front();
         self.len.store(q.len(), Ordering::Release);
         item
@@ -84,7 +129,7 @@ impl<T> Queue<T> {
         if self.is_empty() {
             return None;
         }
-        let mut q = std_lock(&self.items);
+        let mut q = plain_lock(&self.items);
         let item = q.iter().position(pred).and_then(|i| q.remove(i));
         self.len.store(q.len(), Ordering::Release);
         item
@@ -92,7 +137,7 @@ impl<T> Queue<T> {
 
     /// Drops every item.
     pub(crate) fn clear(&self) {
-        let mut q = std_lock(&self.items);
+        let mut q = plain_lock(&self.items);
         let items = std::mem::take(&mut *q);
         self.len.store(0, Ordering::Release);
         drop(q);

@@ -174,7 +174,7 @@ pub(crate) struct DeadlineKey {
 pub(crate) struct Deadlines<T> {
     epoch: Instant,
     nearest: std::sync::atomic::AtomicU64,
-    table: std::sync::Mutex<Table<T>>,
+    table: crate::sync::plain::Mutex<Table<T>>,
 }
 
 /// The entries and their times (see [`Deadlines`]).
@@ -208,7 +208,7 @@ impl<T> Deadlines<T> {
         Deadlines {
             epoch: Instant::now(),
             nearest: Default::default(),
-            table: std::sync::Mutex::new(Table {
+            table: crate::sync::plain::Mutex::new(Table {
                 entries: slab::Slab::new(),
                 heap: std::collections::BinaryHeap::new(),
                 seq: 0,
@@ -220,8 +220,8 @@ impl<T> Deadlines<T> {
         (t.saturating_duration_since(self.epoch).as_nanos() as u64).max(1)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Table<T>> {
-        crate::sync::std_lock(&self.table)
+    fn lock(&self) -> crate::sync::plain::MutexGuard<'_, Table<T>> {
+        crate::sync::plain_lock(&self.table)
     }
 
     /// Adds `value` due at `at`. The caller then arms the reactor's alarm for `at`, so that

@@ -14,13 +14,14 @@
 //! # Ok(()) }
 //! ```
 
+use crate::sync::plain::Mutex;
 use crate::Orb;
 use ::tokio::io::unix::AsyncFd;
 use ::tokio::io::Interest;
 use std::future::Future;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
 /// The ORB's event fd, owning the ORB so that the fd stays open while tokio watches it.
@@ -141,7 +142,7 @@ struct InnerWake {
 
 impl InnerWake {
     fn set_outer(&self, w: &Waker) {
-        let mut outer = self.outer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut outer = self.outer.lock();
         match &mut *outer {
             Some(o) if o.will_wake(w) => {}
             o => *o = Some(w.clone()),
@@ -158,7 +159,7 @@ impl Wake for InnerWake {
         self.wakes.fetch_add(1, Ordering::Relaxed);
         self.woken.store(true, Ordering::SeqCst);
         if !self.polling.load(Ordering::SeqCst) {
-            let outer = self.outer.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let outer = self.outer.lock().clone();
             if let Some(w) = outer {
                 w.wake();
             }

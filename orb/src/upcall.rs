@@ -8,10 +8,11 @@ use crate::connection::{Connection, Origin};
 use crate::exception::SystemException;
 use crate::giop::{Body, Reply, Request, Version};
 use crate::servant::Context;
-use crate::sync::{std_lock as lock, Queue};
+use crate::sync::plain::{Condvar, Mutex};
+use crate::sync::{plain_lock as lock, Queue};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A request waiting for (or being run by) an upcall thread.
@@ -195,10 +196,7 @@ impl Upcalls {
                 return false;
             }
             // Re-checked every 50 ms: `finished` notifies only once shutdown started.
-            g = cv
-                .wait_timeout(g, left.min(Duration::from_millis(50)))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            cv.wait_for(&mut g, left.min(Duration::from_millis(50)));
         }
         true
     }

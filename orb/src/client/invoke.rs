@@ -18,7 +18,7 @@ use crate::lf::{Exit, OwnReply, Participant, Until, Waiter};
 use crate::octets::{Encoded, OctetParts};
 use crate::orb::{Orb, OrbInner};
 use crate::stream::Stream;
-use crate::sync::std_lock as lock;
+use crate::sync::plain_lock as lock;
 use crate::tls::stream::TlsStream;
 use crate::upcall::{current_chain, inherited_deadline};
 use bytes::Bytes;

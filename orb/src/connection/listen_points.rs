@@ -1,8 +1,8 @@
 //! The BiDir listen points a peer announced on a connection it opened: peer input, so bounded,
 //! and one owner that keeps the bound.
 
-use crate::sync::std_lock as lock;
-use std::sync::Mutex;
+use crate::sync::plain::Mutex;
+use crate::sync::plain_lock as lock;
 
 /// How many BiDir listen points one connection may announce.
 pub(crate) const MAX_LISTEN_POINTS: usize = 16;

@@ -7,12 +7,13 @@
 //! a reactor or a timing assumption.
 
 use super::{Io, WriteInterest};
-use crate::sync::std_lock as lock;
+use crate::sync::plain::{Condvar, Mutex};
+use crate::sync::plain_lock as lock;
 use std::collections::VecDeque;
 use std::fmt;
 use std::io::{self, IoSlice, Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// One direction of the pair.
@@ -146,12 +147,7 @@ impl MemStream {
                     "{} of {n} bytes arrived in {timeout:?}",
                     out.len()
                 );
-                p = self
-                    .incoming
-                    .changed
-                    .wait_timeout(p, deadline - now)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
+                self.incoming.changed.wait_for(&mut p, deadline - now);
                 continue;
             }
             let k = (n - out.len()).min(p.bytes.len());

@@ -63,11 +63,12 @@ pub(crate) use write::{Flush, WriteState};
 use crate::giop::Version;
 use crate::lf::{Participant, Waiter};
 use crate::stream::Stream;
-use crate::sync::std_lock as lock;
+use crate::sync::plain::Mutex;
+use crate::sync::plain_lock as lock;
 use mux::Mux;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// How a connection came to be.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -4,8 +4,8 @@
 
 use super::idmap::IdMap;
 use crate::servant::Context;
-use crate::sync::std_lock as lock;
-use std::sync::Mutex;
+use crate::sync::plain::Mutex;
+use crate::sync::plain_lock as lock;
 
 /// Peer request id → the context of its upcall, from the moment the request is read until
 /// its reply is sent (or dropped).

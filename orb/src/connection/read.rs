@@ -6,12 +6,12 @@
 use super::{Connection, Io};
 use crate::giop::{Frame, FrameError, GiopCodec, Header, HEADER_LEN};
 use crate::stats::Stats;
-use crate::sync::std_lock as lock;
+use crate::sync::plain::MutexGuard;
+use crate::sync::plain_lock as lock;
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::sync::atomic::Ordering;
-use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 use tokio_util::codec::Decoder;
 

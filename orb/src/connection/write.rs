@@ -5,12 +5,12 @@
 
 use super::{Connection, Io, WriteInterest};
 use crate::stats::Stats;
-use crate::sync::std_lock as lock;
+use crate::sync::plain::MutexGuard;
+use crate::sync::plain_lock as lock;
 use bytes::{Buf, Bytes};
 use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::sync::atomic::Ordering;
-use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
 /// Most buffers handed to one `writev`.

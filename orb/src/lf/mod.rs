@@ -524,7 +524,9 @@ impl State {
 fn notify<D: Driver>(w: Wake, driver: &D) {
     match w {
         Wake::Nobody => {}
-        Wake::Follower(p) => p.cv.notify_one(),
+        Wake::Follower(p) => {
+            p.cv.notify_one();
+        }
         Wake::Standby => driver.wake_standby(),
         Wake::EventLoop => driver.wake_event_loop(),
     }
@@ -801,12 +803,10 @@ impl Lf {
                     });
                     crate::clock::forget_left();
                     st = match timed_wait {
-                        None => p.cv.wait(st).unwrap_or_else(|e| e.into_inner()),
+                        None => crate::sync::wait(&p.cv, st),
                         Some(d) => {
                             let left = d.saturating_duration_since(Instant::now());
-                            p.cv.wait_timeout(st, left)
-                                .unwrap_or_else(|e| e.into_inner())
-                                .0
+                            crate::sync::wait_timeout(&p.cv, st, left).0
                         }
                     };
                 }

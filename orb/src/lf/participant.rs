@@ -87,7 +87,7 @@ impl Participant {
         if let Some(mut p) = SPARE.with(|s| s.take()) {
             if let Some(q) = Arc::get_mut(&mut p) {
                 q.id = next_id();
-                *q.slot.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
+                *q.slot.get_mut() = None;
                 q.done = AtomicBool::new(false);
                 *q.awaited.get_mut() = 0;
                 *q.chain.get_mut() = 0;

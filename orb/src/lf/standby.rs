@@ -152,7 +152,7 @@ impl Lf {
             st.leader = None;
             st.followers.push(p.clone());
             crate::clock::forget_left();
-            drop(p.cv.wait(st).unwrap_or_else(|e| e.into_inner()));
+            drop(crate::sync::wait(&p.cv, st));
         }
         // Else a thread just made leader from the standby is on its way out of the poll set
         // (it cannot be armed yet): keep the role.

@@ -138,7 +138,7 @@ impl Driver for Script {
                     .map(|u| u.deadline.saturating_duration_since(Instant::now()))
                     .unwrap_or(Duration::from_millis(5))
                     .min(Duration::from_millis(5));
-                q = self.cv.wait_timeout(q, wait).unwrap().0;
+                q = crate::sync::wait_timeout(&self.cv, q, wait).0;
             }
             q.pop_front()
         };
@@ -159,7 +159,7 @@ impl Driver for Script {
             g.0 -= 1;
             held.fetch_add(1, Ordering::SeqCst);
             while !g.1 {
-                g = cv.wait(g).unwrap();
+                g = crate::sync::wait(cv, g);
             }
         }
         drop(g);
@@ -217,11 +217,11 @@ impl Driver for Script {
             // No timeout but the tick: a standby that is not armed or woken must not
             // wake by itself (that would hide a missing wake-up).
             match timeout {
-                None => g = cv.wait(g).unwrap(),
+                None => g = crate::sync::wait(cv, g),
                 Some(t) => {
-                    let (g2, r) = cv.wait_timeout(g, t).unwrap();
+                    let (g2, timed_out) = crate::sync::wait_timeout(cv, g, t);
                     g = g2;
-                    if r.timed_out() {
+                    if timed_out {
                         self.ticks.fetch_add(1, Ordering::SeqCst);
                         break;
                     }

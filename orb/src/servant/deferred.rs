@@ -21,10 +21,11 @@
 
 use crate::exception::{CompletionStatus, Exception, SystemException, SystemExceptionKind};
 use crate::servant::Context;
-use crate::sync::std_lock as lock;
+use crate::sync::plain::Mutex;
+use crate::sync::plain_lock as lock;
 use bytes::Bytes;
 use std::marker::PhantomData;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Where a deferred reply goes, once the servant answers (the ORB's side, see the module

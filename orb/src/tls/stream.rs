@@ -13,13 +13,14 @@
 //!   asks for a flush even when the connection's own queue is empty.
 
 use crate::identity::PeerIdentity;
-use crate::sync::std_lock as lock;
+use crate::sync::plain::Mutex;
+use crate::sync::plain_lock as lock;
 use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ClientConnection, ServerConfig, ServerConnection};
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 /// A TLS session and its socket.
