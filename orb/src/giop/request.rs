@@ -405,16 +405,24 @@ fn decode_request_1_2_fast(
         return None;
     }
     let operation = ByteString::try_from(msg.slice(op.start..op.end - 1)).ok()?;
-    // The first DEADLINE only (as `RequestHeader::hold_deadline`): it is the one that counts;
-    // of another length, it stays in the list.
-    let (mut deadline, mut seen) = (None, false);
-    let (service_context, at) = d.contexts_at(align(op.end, 4)?, |id, data| {
-        if id != context_id::DEADLINE || std::mem::replace(&mut seen, true) {
-            return false;
+    let contexts = align(op.end, 4)?;
+    let (service_context, deadline, at) = match d.sole_deadline_at(contexts) {
+        // The ORB's own callers send this one context.
+        Some((data, at)) => (RequestContexts::default(), Some(data), at),
+        None => {
+            // The first DEADLINE only (as `RequestHeader::hold_deadline`): it is the one that
+            // counts; of another length, it stays in the list.
+            let (mut deadline, mut seen) = (None, false);
+            let (list, at) = d.contexts_at(contexts, |id, data| {
+                if id != context_id::DEADLINE || std::mem::replace(&mut seen, true) {
+                    return false;
+                }
+                deadline = <[u8; 24]>::try_from(data).ok();
+                deadline.is_some()
+            })?;
+            (list, deadline, at)
         }
-        deadline = <[u8; 24]>::try_from(data).ok();
-        deadline.is_some()
-    })?;
+    };
     let body = d.body_at(at, r)?;
     let target = TargetAddress::Key(ObjectKey::of_frame(msg, key)?);
     *dst = RequestHeader {
