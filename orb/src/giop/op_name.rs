@@ -2,10 +2,12 @@
 //!
 //! A request's operation name used to become a `ByteString` slice of its frame: a reference
 //! count taken and later dropped (two atomic read-modify-writes) and a UTF-8 check, ~100
-//! instructions of each request on the server (callgrind, PROFILE.md). A service has few
+//! instructions of each request on the server (callgrind, PROFILE.md). A service has a few
 //! operation names, and its requests repeat them: a name seen before is found in this
-//! thread's few recent names by comparing bytes, and held as a static string, whose clone
-//! and drop cost nothing.
+//! thread's recent names (one place per name, picked from its length and three of its bytes,
+//! then compared byte for byte) and held as a static string, whose clone and drop cost
+//! nothing. A name not found there is looked up in the process's kept names (a hash set
+//! behind a lock: once per name and thread, unless two hot names share a place).
 //!
 //! Memory is bounded whatever peers send: at most [`MAX_NAMES`] names of at most
 //! [`MAX_LEN`] bytes are ever kept (leaked, for the process's life: 16 KiB at most). Once
@@ -13,42 +15,52 @@
 //! are sliced from the frame as before; nothing is refused.
 
 use std::cell::Cell;
-use std::sync::Mutex;
+use std::collections::HashSet;
+use std::sync::{LazyLock, Mutex};
 
 /// The most names kept for the process.
 pub(crate) const MAX_NAMES: usize = 256;
 /// The longest name kept.
 pub(crate) const MAX_LEN: usize = 64;
 
-/// Every name kept so far.
-static KEPT: Mutex<Kept> = Mutex::new(Kept(Vec::new()));
+/// Every name kept so far (randomly seeded: peers choose the names).
+static KEPT: LazyLock<Mutex<Kept>> = LazyLock::new(|| Mutex::new(Kept::default()));
 
 /// The process's kept names, at most [`MAX_NAMES`].
-struct Kept(Vec<&'static str>);
+#[derive(Default)]
+struct Kept(HashSet<&'static str, foldhash::fast::RandomState>);
 
 impl Kept {
     /// `name` as kept before, or kept now if there is room.
     fn find_or_keep(&mut self, name: &str) -> Option<&'static str> {
-        if let Some(k) = self.0.iter().find(|k| **k == name) {
+        if let Some(k) = self.0.get(name) {
             return Some(k);
         }
         if self.0.len() >= MAX_NAMES || name.len() > MAX_LEN {
             return None;
         }
         let k: &'static str = Box::leak(name.into());
-        self.0.push(k);
+        self.0.insert(k);
         Some(k)
     }
 }
 
-/// How many recent names a thread compares against.
-const RECENT: usize = 4;
+/// How many places a thread's recent names have (a power of two).
+const RECENT: usize = 32;
 
 std::thread_local! {
-    /// This thread's recent names ("" is an empty place: a name is never empty here).
+    /// This thread's recent names, each at its [`place`] ("" is an empty place: a name is
+    /// never empty here).
     static RECENT_NAMES: [Cell<&'static str>; RECENT] = const { [const { Cell::new("") }; RECENT] };
-    /// Where this thread's next recent name goes.
-    static NEXT: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Where a (non-empty) name goes among a thread's recent names.
+#[inline]
+fn place(name: &[u8]) -> usize {
+    let n = name.len();
+    let byte = |i: usize| usize::from(name[i]);
+    (n.wrapping_mul(31) ^ byte(0).wrapping_mul(7) ^ byte(n / 2).wrapping_mul(17) ^ byte(n - 1))
+        % RECENT
 }
 
 /// `name` as a static string, if it is UTF-8, not empty, and seen before or kept now;
@@ -58,22 +70,20 @@ pub(crate) fn kept(name: &[u8]) -> Option<&'static str> {
     if name.is_empty() {
         return None;
     }
-    let hit = RECENT_NAMES.with(|r| {
-        r.iter()
-            .map(Cell::get)
-            .find(|k| k.len() == name.len() && k.as_bytes() == name)
-    });
-    match hit {
-        Some(k) => Some(k),
-        None => keep(name),
+    let at = place(name);
+    let recent = RECENT_NAMES.with(|r| r[at].get());
+    if recent.as_bytes() == name {
+        return Some(recent);
     }
+    keep(name, at)
 }
 
-/// [`kept`] for a name not among this thread's recent ones: the process's kept names, where
-/// it is added if there is room. Out of line: once per name and thread.
+/// [`kept`] for a name not at its place among this thread's recent names: the process's kept
+/// names, where it is added if there is room, and then that place. Out of line: once per
+/// name and thread.
 #[cold]
 #[inline(never)]
-fn keep(name: &[u8]) -> Option<&'static str> {
+fn keep(name: &[u8], at: usize) -> Option<&'static str> {
     if name.len() > MAX_LEN {
         return None;
     }
@@ -82,11 +92,6 @@ fn keep(name: &[u8]) -> Option<&'static str> {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .find_or_keep(name)?;
-    let at = NEXT.with(|n| {
-        let at = n.get();
-        n.set((at + 1) % RECENT);
-        at
-    });
     RECENT_NAMES.with(|r| r[at].set(found));
     Some(found)
 }
@@ -124,7 +129,7 @@ mod tests {
     /// caller slices them), and names kept before are still found, as themselves.
     #[test]
     fn the_kept_names_are_bounded() {
-        let mut k = Kept(Vec::new());
+        let mut k = Kept::default();
         let first = k.find_or_keep("first").expect("room");
         assert_eq!(
             k.find_or_keep(&"y".repeat(MAX_LEN)).map(str::len),
@@ -143,8 +148,8 @@ mod tests {
         assert!(std::ptr::eq(first, k.find_or_keep("first").unwrap()));
     }
 
-    /// A thread's recent names hold a few; more names than that are all still found, as
-    /// themselves (from the process's kept names).
+    /// More names than a thread has places for: all still found, as themselves (from the
+    /// process's kept names where two share a place).
     #[test]
     fn more_names_than_a_thread_holds_are_found() {
         let names: Vec<String> = (0..2 * RECENT)
