@@ -84,7 +84,7 @@ use std::sync::atomic::Ordering;
 /// leader's poll right after, and parked upcalls are pushed by a leader before it hands the
 /// role on under the promotion lock.
 ///
-/// Not part of the loom model (the reactor and the driver are not), so always std's mutex.
+/// Not part of the loom model (the reactor and the driver are not), so always [`plain`]'s mutex.
 #[derive(Debug)]
 pub(crate) struct Queue<T> {
     items: plain::Mutex<VecDeque<T>>,
