@@ -14,14 +14,15 @@
 //! full (a peer sending many names fills it as well as a large service does), other names
 //! are sliced from the frame as before; nothing is refused.
 
+use crate::sync::plain::Mutex;
 use std::cell::Cell;
 use std::collections::HashSet;
-use std::sync::{LazyLock, Mutex};
+use std::sync::LazyLock;
 
 /// The most names kept for the process.
-pub(crate) const MAX_NAMES: usize = 256;
+const MAX_NAMES: usize = 256;
 /// The longest name kept.
-pub(crate) const MAX_LEN: usize = 64;
+const MAX_LEN: usize = 64;
 
 /// Every name kept so far (randomly seeded: peers choose the names).
 static KEPT: LazyLock<Mutex<Kept>> = LazyLock::new(|| Mutex::new(Kept::default()));
@@ -88,10 +89,7 @@ fn keep(name: &[u8], at: usize) -> Option<&'static str> {
         return None;
     }
     let name = std::str::from_utf8(name).ok()?;
-    let found = KEPT
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .find_or_keep(name)?;
+    let found = KEPT.lock().find_or_keep(name)?;
     RECENT_NAMES.with(|r| r[at].set(found));
     Some(found)
 }
@@ -106,7 +104,7 @@ mod tests {
     #[test]
     fn a_name_seen_before_is_the_same_static_string() {
         let Some(a) = kept(b"op_name_test_a") else {
-            assert_eq!(KEPT.lock().unwrap().0.len(), MAX_NAMES);
+            assert_eq!(KEPT.lock().0.len(), MAX_NAMES);
             return;
         };
         assert_eq!(a, "op_name_test_a");
