@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! orb-bench server --port PORT --threads T [--impl orb|raw|raw-epoll|tonic]   # until SIGTERM/SIGINT
-//! orb-bench client --port PORT lat|lat-async|tput [N]|tput-async [N]|big [--impl IMPL] [--quick] [--client-threads T] [--no-driver] [--driver-task] [--in-task]
+//! orb-bench client --port PORT lat|lat-async|tput [N]|tput-async [N]|big [--impl IMPL] [--quick] [--client-threads T] [--no-driver] [--driver-task] [--in-task] [--listen]
 //! orb-bench nest --depth D [--threads T] [--impl orb|raw|raw-epoll|tonic] [--bidir]
 //! orb-bench report FILE...                                    # markdown tables of run.sh files
 //! ```
@@ -20,6 +20,11 @@
 //! with `--no-driver`, when only pool threads read them). The client's JSON line says which it used. For `--impl tonic` it is the
 //! client runtime's worker threads (see `tonic_impl`). `examples/bench/run.sh` runs everything
 //! side by side.
+//!
+//! `--listen` gives the client ORB a listener (on a free loopback port), as a server process
+//! that calls out has: its callers then wait for replies through the pool's poll, which must
+//! watch the listener too, instead of reading their connection (PROFILE.md, "2026-12-07,
+//! night"). The JSON line then has `"listen":true`.
 //!
 //! `--impl orb-tls` is the ORB over mutual TLS (rustls; see `tls`), for the cost of TLS beside
 //! `orb`: the same workloads, the same JSON lines with `"impl":"orb-tls"`.
@@ -46,7 +51,7 @@ use workload::{EchoConn, Params};
 const USAGE: &str = "usage:
   orb-bench server --port PORT --threads T [--impl orb|raw|raw-epoll|tonic]
   orb-bench client --port PORT lat|lat-async|tput [N]|tput-async [N]|big
-                   [--impl orb|raw|raw-epoll|tonic] [--quick] [--client-threads T] [--no-driver] [--driver-task] [--in-task]
+                   [--impl orb|raw|raw-epoll|tonic] [--quick] [--client-threads T] [--no-driver] [--driver-task] [--in-task] [--listen]
   orb-bench nest --depth D [--threads T] [--impl orb|raw|raw-epoll|tonic] [--bidir]
   orb-bench report FILE...";
 
@@ -92,6 +97,8 @@ struct Args {
     /// `--bidir`: `nest` with bidirectional GIOP (each node accepts the other's callbacks
     /// over the connection it opened), reported as `"impl":"orb-bidir"`.
     bidir: bool,
+    /// `--listen`: the client ORB listens (see the module's doc).
+    listen: bool,
 }
 
 fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -109,6 +116,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         in_task: false,
         driver_task: false,
         bidir: false,
+        listen: false,
     };
     while let Some(arg) = it.next() {
         let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
@@ -134,6 +142,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--in-task" => a.in_task = true,
             "--driver-task" => a.driver_task = true,
             "--bidir" => a.bidir = true,
+            "--listen" => a.listen = true,
             "--client-threads" => {
                 a.client_threads = Some(parse(&value("--client-threads")?, "--client-threads")?);
             }
@@ -226,6 +235,9 @@ fn run(a: &Args) -> Result<bool, String> {
 
 fn client(a: &Args) -> Result<(), String> {
     let port = a.port.ok_or("client needs --port")?;
+    if a.listen && a.imp != Impl::Orb {
+        return Err("--listen is for the ORB's client (--impl orb or orb-tls)".into());
+    }
     let params = if a.quick {
         Params {
             lat_warmup: 200,
@@ -248,7 +260,7 @@ fn client(a: &Args) -> Result<(), String> {
     let outcome = match (a.imp, workload.as_str()) {
         (Impl::Orb, "lat" | "big") => {
             let threads = a.client_threads.unwrap_or(orb_impl::SINGLE_CALLER_THREADS);
-            let orb = orb_impl::client_orb(threads)?;
+            let orb = orb_impl::client_orb(threads, a.listen)?;
             let client = orb_impl::echo_client(&orb, port)?;
             let mut conn = orb_impl::OrbConn(&client);
             let r = single(&mut conn, workload, &params, imp);
@@ -278,7 +290,7 @@ fn client(a: &Args) -> Result<(), String> {
             } else {
                 orb_impl::ASYNC_CALLER_THREADS
             });
-            let orb = orb_impl::client_orb(threads)?;
+            let orb = orb_impl::client_orb(threads, a.listen)?;
             let conn = orb_impl::OrbAsyncConn {
                 stub: std::sync::Arc::new(orb_impl::echo_client(&orb, port)?),
                 drive_inline: (driven && !a.driver_task).then(|| orb.clone()),
@@ -340,7 +352,7 @@ fn client(a: &Args) -> Result<(), String> {
             match a.imp {
                 Impl::Orb => {
                     let threads = a.client_threads.unwrap_or(orb_impl::MANY_CALLER_THREADS);
-                    let orb = orb_impl::client_orb(threads)?;
+                    let orb = orb_impl::client_orb(threads, a.listen)?;
                     // ONE stub, hence one connection, shared by all N threads.
                     let client = orb_impl::echo_client(&orb, port)?;
                     let make = |_| Ok(orb_impl::OrbConn(&client));
@@ -388,7 +400,11 @@ fn client(a: &Args) -> Result<(), String> {
             ))
         }
     };
-    outcome.line.int("peak_rss_kb", peak_rss_kb()).print();
+    let mut line = outcome.line;
+    if a.listen {
+        line = line.bool("listen", true);
+    }
+    line.int("peak_rss_kb", peak_rss_kb()).print();
     Ok(())
 }
 

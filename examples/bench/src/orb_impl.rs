@@ -82,11 +82,16 @@ pub const SINGLE_CALLER_THREADS: usize = 0;
 /// with 0 threads against 1.0-1.06x with 2, interleaved runs (PROFILE.md).
 pub const MANY_CALLER_THREADS: usize = 2;
 
-/// The client ORB: no listener, `threads` pool threads.
-pub fn client_orb(threads: usize) -> Result<protorb::Orb, String> {
-    with_tls(protorb::Orb::builder().no_listen().threads(threads), false)?
-        .build()
-        .map_err(|e| e.to_string())
+/// The client ORB: `threads` pool threads; a listener on a free loopback port with `listen`,
+/// else none.
+pub fn client_orb(threads: usize, listen: bool) -> Result<protorb::Orb, String> {
+    let b = protorb::Orb::builder().threads(threads);
+    let b = if listen {
+        b.listen("127.0.0.1:0")
+    } else {
+        b.no_listen()
+    };
+    with_tls(b, false)?.build().map_err(|e| e.to_string())
 }
 
 /// An [`EchoConn`] over a (possibly shared) generated stub.
