@@ -23,6 +23,11 @@ impl OrbInner {
     /// IP), and the object is active here. (An inactive key goes over the socket, whose
     /// answer, OBJECT_NOT_EXIST, is the same.)
     pub(super) fn is_collocated(&self, profile: &IiopProfile) -> bool {
+        // Asked on every call: a process that does not listen answers first (it has no
+        // objects to reach).
+        if !self.config.collocation || self.listen_addrs.is_empty() {
+            return false;
+        }
         // A TLS-only reference (ours, when our listener speaks TLS) has its port in the
         // TAG_SSL_SEC_TRANS component.
         let port = match profile.port {
@@ -32,13 +37,11 @@ impl OrbInner {
             },
             port => port,
         };
-        self.config.collocation
-            && self.listen_addrs.iter().any(|a| {
-                a.port() == port
-                    && (profile.host == self.host
-                        || profile.host.parse::<IpAddr>().is_ok_and(|ip| ip == a.ip()))
-            })
-            && self.adapter.contains(&profile.object_key)
+        self.listen_addrs.iter().any(|a| {
+            a.port() == port
+                && (profile.host == self.host
+                    || profile.host.parse::<IpAddr>().is_ok_and(|ip| ip == a.ip()))
+        }) && self.adapter.contains(&profile.object_key)
     }
 
     /// Calls `operation` on the collocated object of `profile`: the parameters written as
