@@ -20,7 +20,7 @@ mod error;
 mod header;
 mod locate;
 mod object_key;
-mod op_name;
+pub(crate) mod op_name;
 mod reply;
 pub(crate) mod request;
 mod service_context;

@@ -13,6 +13,10 @@
 //! [`MAX_LEN`] bytes are ever kept (leaked, for the process's life: 16 KiB at most). Once
 //! full (a peer sending many names fills it as well as a large service does), other names
 //! are sliced from the frame as before; nothing is refused.
+//!
+//! An asynchronous call keeps its own operation name the same way (`client/ami.rs`: the
+//! name is kept with the call, to send it again after a forward), instead of a copy of its
+//! own per call.
 
 use crate::sync::plain::Mutex;
 use std::cell::Cell;
