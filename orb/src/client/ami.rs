@@ -274,8 +274,10 @@ enum State {
     /// Resolved (or failed before anything was sent): the final reply (no forward), or
     /// what the call failed with; `None` once taken.
     Ready(Option<Result<Reply, SystemException>>),
-    /// On the wire, waiting for the reply (boxed: the future stays small to move around).
-    Waiting(Box<InFlight>),
+    /// On the wire, waiting for the reply (boxed: the future stays small to move around),
+    /// and the slot the reply comes in (apart, to go back as the thread's spare once the
+    /// call is done: `TaskSlot::recycle`).
+    Waiting(Box<InFlight>, Arc<TaskSlot>),
 }
 
 /// What a call sends, kept to send it again after a LOCATION_FORWARD or a CloseConnection.
@@ -336,7 +338,6 @@ struct InFlight {
     orb: Orb,
     call: Call,
     route: Route,
-    slot: Arc<TaskSlot>,
     timer: DeadlineKey,
     finished: bool,
 }
@@ -523,7 +524,7 @@ impl OrbInner {
         clock: Option<Reading>,
     ) -> Result<(Sent, Arc<TaskSlot>, DeadlineKey), SystemException> {
         self.check_running()?;
-        let slot = Arc::new(TaskSlot::new());
+        let slot = TaskSlot::fresh();
         let metadata = call.metadata.as_deref().unwrap_or(&[]);
         let sent = call.body.with_params(metadata, |params| {
             self.send_request(
@@ -555,7 +556,7 @@ impl OrbInner {
     /// Calls the collocated object of `profile` for `call` (on this thread): a ready future,
     /// or, if the servant deferred its answer, one waiting for it with a deadline timer.
     fn call_local_async(&self, orb: &Orb, call: Call, profile: &IiopProfile) -> State {
-        let slot = Arc::new(TaskSlot::new());
+        let slot = TaskSlot::fresh();
         let metadata = call.metadata.as_deref().unwrap_or(&[]);
         let answer = call.body.with_params(metadata, |params| {
             self.call_local_with(
@@ -578,14 +579,16 @@ impl OrbInner {
                     Box::from(&*call.operation),
                 );
                 let timer = self.set_call_timer(call.deadline, entry);
-                return State::Waiting(Box::new(InFlight {
-                    orb: orb.clone(),
-                    call,
-                    route: Route::Local(deferred),
+                return State::Waiting(
+                    Box::new(InFlight {
+                        orb: orb.clone(),
+                        call,
+                        route: Route::Local(deferred),
+                        timer,
+                        finished: false,
+                    }),
                     slot,
-                    timer,
-                    finished: false,
-                }));
+                );
             }
         };
         // Answered on this thread: the future is ready (a forward is followed at once, as a
@@ -613,14 +616,16 @@ impl InFlight {
             return orb.inner.call_local_async(orb, call, &profile);
         }
         match orb.inner.send_async(&call, clock) {
-            Ok((sent, slot, timer)) => State::Waiting(Box::new(InFlight {
-                orb: orb.clone(),
-                call,
-                route: Route::Remote(sent),
+            Ok((sent, slot, timer)) => State::Waiting(
+                Box::new(InFlight {
+                    orb: orb.clone(),
+                    call,
+                    route: Route::Remote(sent),
+                    timer,
+                    finished: false,
+                }),
                 slot,
-                timer,
-                finished: false,
-            })),
+            ),
             Err(e) => State::Ready(Some(Err(e))),
         }
     }
@@ -807,9 +812,10 @@ impl AsyncCall {
                         Err(polled_after_ready("reply future polled after it resolved"))
                     }))
                 }
-                State::Waiting(f) => f,
+                State::Waiting(f, slot) => (f, slot),
             };
-            let completion = match f.slot.poll(cx) {
+            let (f, slot) = f;
+            let completion = match slot.poll(cx) {
                 Poll::Ready(c) => c,
                 Poll::Pending => {
                     // The leader's timer fails it at the deadline; a poll that comes later
@@ -825,7 +831,7 @@ impl AsyncCall {
                                 f.call.operation
                             ),
                         });
-                        this.state = State::Ready(None);
+                        this.finish();
                         return Poll::Ready(Err(e));
                     }
                     return Poll::Pending;
@@ -836,7 +842,7 @@ impl AsyncCall {
             let next = next_step(completion, &f.call);
             match next {
                 Next::Done(r) => {
-                    this.state = State::Ready(None);
+                    this.finish();
                     return Poll::Ready(r);
                 }
                 Next::Again(forwarded) => {
@@ -846,9 +852,22 @@ impl AsyncCall {
                         call.target = t;
                     }
                     // The finished one is dropped here, doing nothing.
+                    this.finish();
                     this.state = InFlight::send(&orb, call, None);
                 }
             }
+        }
+    }
+}
+
+impl AsyncCall {
+    /// Ends the wait (the call finished or gave up): the slot goes back as this thread's
+    /// spare if nobody else holds it any more (the usual case: whoever completed it took
+    /// the waiter out of the `Mux`), for the next call's (an allocation, its free and an
+    /// atomic fewer per call).
+    fn finish(&mut self) {
+        if let State::Waiting(_, slot) = std::mem::replace(&mut self.state, State::Ready(None)) {
+            TaskSlot::recycle(slot);
         }
     }
 }

@@ -49,6 +49,32 @@ impl TaskSlot {
         }
     }
 
+    /// A slot for a new call: this thread's spare if it has one (see
+    /// [`recycle`](Self::recycle)), else a new one.
+    pub(crate) fn fresh() -> Arc<Self> {
+        #[cfg(not(orb_loom))]
+        if let Some(slot) = SPARE_SLOT.with(|s| s.take()) {
+            return slot;
+        }
+        Arc::new(TaskSlot::new())
+    }
+
+    /// Keeps `slot`, whose call is over, as this thread's spare, emptied, if nobody else
+    /// holds it (else it is only dropped). Under loom, never (its threads share the
+    /// process's thread-locals).
+    pub(crate) fn recycle(slot: Arc<Self>) {
+        #[cfg(not(orb_loom))]
+        {
+            let mut slot = slot;
+            if let Some(s) = Arc::get_mut(&mut slot) {
+                *s.state.get_mut() = TaskState::default();
+                SPARE_SLOT.with(|spare| spare.set(Some(slot)));
+            }
+        }
+        #[cfg(orb_loom)]
+        drop(slot);
+    }
+
     /// Stores the completion, once, and wakes the task that polled last.
     pub(crate) fn complete(&self, c: Completion) {
         let waker = {
@@ -80,6 +106,12 @@ impl TaskSlot {
         }
         Poll::Pending
     }
+}
+
+#[cfg(not(orb_loom))]
+thread_local! {
+    /// This thread's spare task slot ([`TaskSlot::recycle`]): empty, held by nobody else.
+    static SPARE_SLOT: std::cell::Cell<Option<Arc<TaskSlot>>> = const { std::cell::Cell::new(None) };
 }
 
 #[cfg(feature = "tokio")]
@@ -147,6 +179,36 @@ mod tests {
             other => panic!("unexpected {other:?}"),
         }
         assert!(matches!(slot.poll(&mut cx), Poll::Ready(None)));
+    }
+
+    /// A slot whose call is over comes back, emptied, for this thread's next call; one that
+    /// someone else still holds is not taken.
+    #[test]
+    fn a_slot_nobody_holds_is_reused_empty() {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        let slot = TaskSlot::fresh();
+        assert!(slot.poll(&mut cx).is_pending());
+        slot.complete(Err(SystemException::internal("done")));
+        let at = Arc::as_ptr(&slot);
+        TaskSlot::recycle(slot);
+        let again = TaskSlot::fresh();
+        assert_eq!(Arc::as_ptr(&again), at, "the spare is reused");
+        assert!(
+            again.poll(&mut cx).is_pending(),
+            "emptied: no completion, not done"
+        );
+        let held = again.clone();
+        TaskSlot::recycle(again);
+        let other = TaskSlot::fresh();
+        assert_ne!(
+            Arc::as_ptr(&other),
+            Arc::as_ptr(&held),
+            "a held slot is not reused"
+        );
+        held.complete(Ok(None));
+        assert!(other.poll(&mut cx).is_pending());
     }
 
     #[test]
