@@ -15,6 +15,8 @@
 # the same with `--bidir` (callbacks over the caller's connection). `lat_pool` is orb's lat
 # again with the client ORB's default 2 pool threads (a row without a target: what a caller
 # on a default ORB sees; the pool threads must not cost it a wake-up or a system call).
+# `lat_listen` is orb's lat with a client ORB that listens (`--listen`: a server process
+# calling out, whose callers wait through the pool's poll; a row without a target).
 # The raw records and the table go to $CARGO_TARGET_DIR/orb-bench/ (default target/).
 #
 # lat also runs `--impl raw-epoll` (a diagnostic, not a target: raw with an epoll wait before
@@ -155,7 +157,8 @@ record() {
 
 # one RUN IMPL NAME [ARGS...]: one client run against a fresh server. NAME is the workload
 # (lat, tput, big), tput_split: tput with the server on CPU 0 and the client on CPU 1, or
-# lat_pool: lat (pinned alike) with ARGS `--client-threads 2`.
+# lat_pool: lat (pinned alike) with ARGS `--client-threads 2`, or lat_listen: lat (pinned
+# alike) with ARGS `--listen`.
 one() {
     local run="$1" imp="$2" name="$3" wl="$3"
     shift 3
@@ -163,7 +166,7 @@ one() {
     case "$name" in
         tput | tput-async) scpu=""; ccpu="" ;;
         tput_split) wl=tput; scpu=0; ccpu=1 ;;
-        lat_pool) wl=lat ;;
+        lat_pool | lat_listen) wl=lat ;;
     esac
     start_server "$imp" "$threads" "$scpu" || { failed=1; return 0; }
     local client
@@ -203,9 +206,9 @@ for run in $(seq 1 "$runs"); do
     # Order: the two numbers of a ratio with a target run back to back (orb lat-async just
     # before orb lat, then raw, then omniORB), because this VM's speed drifts between runs a
     # minute apart (PROFILE.md, 2026-11-26: per-run lat p50 ratios of 1.81, 0.99 and 1.83).
-    for wl in lat-async lat_pool lat tput $split_tput tput-async big; do
+    for wl in lat_listen lat-async lat_pool lat tput $split_tput tput-async big; do
         case "$wl" in
-            lat_pool) impls="orb" ;;
+            lat_pool | lat_listen) impls="orb" ;;
             lat) impls="orb raw $omni_impl raw-epoll orb-tls tonic" ;;
             lat-async) impls="tonic orb" ;;
             tput-async) impls="orb tonic" ;;
@@ -217,6 +220,7 @@ for run in $(seq 1 "$runs"); do
                 tput-async) one "$run" "$imp" "$wl" 1000 ;;
                 tput*) one "$run" "$imp" "$wl" 32 ;;
                 lat_pool) one "$run" "$imp" "$wl" --client-threads 2 ;;
+                lat_listen) one "$run" "$imp" "$wl" --listen ;;
                 *) one "$run" "$imp" "$wl" ;;
             esac
         done

@@ -103,10 +103,11 @@ impl Data {
         )
     }
 
-    /// Per run: orb's `lat_pool` p50 (2 client pool threads) over raw's `lat` p50.
-    fn lat_pool_ratios(&self) -> Vec<f64> {
+    /// Per run: orb's p50 of `wl`, a variant of `lat` (`lat_pool`: 2 client pool threads;
+    /// `lat_listen`: a client ORB that listens) over raw's `lat` p50.
+    fn lat_variant_ratios(&self, wl: &str) -> Vec<f64> {
         self.ratios(
-            ("orb", "lat_pool", "p50_us"),
+            ("orb", wl, "p50_us"),
             ("raw", "lat", "p50_us"),
             "client",
             "client",
@@ -135,6 +136,16 @@ const METRICS: [(&str, &str, &str, &str); 5] = [
 
 /// Implementations the ORB is compared with but has no target against: raw-epoll (what an
 /// event loop's system calls cost), omniORB (the C++ ORB) and tonic (gRPC).
+/// Variants of orb's `lat` without a target, reported beside raw's `lat`: the workload's
+/// name in the records and its label.
+const LAT_VARIANTS: [(&str, &str); 2] = [
+    ("lat_pool", "client ORB with 2 pool threads (its default)"),
+    (
+        "lat_listen",
+        "client ORB that listens (a server calling out: callers wait through the poll)",
+    ),
+];
+
 const COMPARED: [(&str, &str); 4] = [
     ("raw-epoll", "raw-epoll"),
     ("orb-tls", "orb over mutual TLS"),
@@ -228,14 +239,17 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
         true,
     );
     row("lat p99 (µs)", "lat", "p99_us", "≤ 2 × raw", 2.0, 2.0, true);
-    // lat with the client ORB's default 2 pool threads (`lat_pool`): no target of its own.
-    if !d.series("orb", "lat_pool", "client", "p50_us").is_empty() {
-        println!(
-            "| lat p50, client ORB with 2 pool threads (its default; µs) | {} | {} | {} | (no target) | |",
-            fmt(d.med("orb", "lat_pool", "client", "p50_us")),
-            fmt(d.med("raw", "lat", "client", "p50_us")),
-            fmt(median(d.lat_pool_ratios())),
-        );
+    // lat with the client ORB's default 2 pool threads (`lat_pool`), and with a client ORB
+    // that listens (`lat_listen`): no targets of their own.
+    for (wl, label) in LAT_VARIANTS {
+        if !d.series("orb", wl, "client", "p50_us").is_empty() {
+            println!(
+                "| lat p50, {label} (µs) | {} | {} | {} | (no target) | |",
+                fmt(d.med("orb", wl, "client", "p50_us")),
+                fmt(d.med("raw", "lat", "client", "p50_us")),
+                fmt(median(d.lat_variant_ratios(wl))),
+            );
+        }
     }
     row(
         &format!("tput {tput_threads} (calls/s; orb: 1 connection, 2 server threads)"),
@@ -348,9 +362,11 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
         let v = d.ratios(("orb", wl, f), ("raw", wl, f), "client", "client");
         println!("- {name}: {}", list(v));
     }
-    let v = d.lat_pool_ratios();
-    if !v.is_empty() {
-        println!("- lat p50, 2 client pool threads: {}", list(v));
+    for (wl, label) in LAT_VARIANTS {
+        let v = d.lat_variant_ratios(wl);
+        if !v.is_empty() {
+            println!("- lat p50, {label}: {}", list(v));
+        }
     }
     println!("- nest ÷ lat p50: {}", list(d.nest_per_lat("orb")));
     let v = d.nest_per_lat("orb-bidir");
@@ -372,6 +388,7 @@ fn print_records(records: Vec<Record>) -> Result<(), String> {
     for wl in [
         "lat",
         "lat_pool",
+        "lat_listen",
         "lat-async",
         "tput",
         "tput_split",
