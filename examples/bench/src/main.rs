@@ -24,7 +24,7 @@
 //! `--listen` gives the client ORB a listener (on a free loopback port), as a server process
 //! that calls out has: its callers then wait for replies through the pool's poll, which must
 //! watch the listener too, instead of reading their connection (PROFILE.md, "2026-12-07,
-//! night"). The JSON line then has `"listen":true`.
+//! 19:40-22:40 UTC"). The JSON line then has `"listen":true`.
 //!
 //! `--impl orb-tls` is the ORB over mutual TLS (rustls; see `tls`), for the cost of TLS beside
 //! `orb`: the same workloads, the same JSON lines with `"impl":"orb-tls"`.

@@ -134,8 +134,6 @@ const METRICS: [(&str, &str, &str, &str); 5] = [
     ("big", "MB/s", "big", "mb_per_s"),
 ];
 
-/// Implementations the ORB is compared with but has no target against: raw-epoll (what an
-/// event loop's system calls cost), omniORB (the C++ ORB) and tonic (gRPC).
 /// Variants of orb's `lat` without a target, reported beside raw's `lat`: the workload's
 /// name in the records and its label.
 const LAT_VARIANTS: [(&str, &str); 2] = [
@@ -146,6 +144,8 @@ const LAT_VARIANTS: [(&str, &str); 2] = [
     ),
 ];
 
+/// Implementations the ORB is compared with but has no target against: raw-epoll (what an
+/// event loop's system calls cost), omniORB (the C++ ORB) and tonic (gRPC).
 const COMPARED: [(&str, &str); 4] = [
     ("raw-epoll", "raw-epoll"),
     ("orb-tls", "orb over mutual TLS"),

@@ -67,7 +67,6 @@ use crate::octets::OctetParts;
 use crate::orb::CallDeadline;
 use crate::orb::{Orb, OrbInner};
 use crate::timers::DeadlineKey;
-use crate::upcall::inherited_deadline;
 use crate::upcall::{LocalAnswer, LocalDeferred};
 use bytes::{Bytes, BytesMut};
 use std::future::Future;
@@ -455,14 +454,7 @@ impl AsyncCall {
         }
         // One clock reading for the deadline and, on the first send, the DEADLINE
         // context's time left (as a blocking call's `call_hops`).
-        let now = Instant::now();
-        let timeout = timeout.unwrap_or(inner.config.call_timeout);
-        let mut deadline = now + timeout;
-        let mut first = Reading { now, left: timeout };
-        if let Some(inherited) = inherited_deadline().filter(|&d| d < deadline) {
-            deadline = inherited;
-            first.left = deadline.saturating_duration_since(now);
-        }
+        let (deadline, first) = Reading::deadline(timeout.unwrap_or(inner.config.call_timeout));
         let chain = &inner.config.interceptors.client;
         let mut metadata = (!md.is_empty()).then(|| Arc::from(md));
         let mut hooks = None;
@@ -806,7 +798,7 @@ impl AsyncCall {
     fn poll_reply(&mut self, cx: &mut Context<'_>) -> Poll<Result<Reply, SystemException>> {
         let this = self;
         loop {
-            let f = match &mut this.state {
+            let (f, slot) = match &mut this.state {
                 State::Ready(r) => {
                     return Poll::Ready(r.take().unwrap_or_else(|| {
                         Err(polled_after_ready("reply future polled after it resolved"))
@@ -814,7 +806,6 @@ impl AsyncCall {
                 }
                 State::Waiting(f, slot) => (f, slot),
             };
-            let (f, slot) = f;
             let completion = match slot.poll(cx) {
                 Poll::Ready(c) => c,
                 Poll::Pending => {

@@ -53,6 +53,23 @@ pub(crate) struct Reading {
     pub(crate) left: Duration,
 }
 
+impl Reading {
+    /// A call's deadline, `timeout` from now unless an upcall this thread runs has an earlier
+    /// one (it is inherited), with the clock reading it was made from: one reading for both
+    /// (blocking and asynchronous calls alike).
+    pub(crate) fn deadline(timeout: Duration) -> (Instant, Reading) {
+        let now = Instant::now();
+        let mut deadline = now + timeout;
+        // The time left as of `now` is the timeout, unless an earlier deadline is inherited.
+        let mut first = Reading { now, left: timeout };
+        if let Some(inherited) = inherited_deadline().filter(|&d| d < deadline) {
+            deadline = inherited;
+            first.left = deadline.saturating_duration_since(now);
+        }
+        (deadline, first)
+    }
+}
+
 /// A request on the wire, whose reply (if two-way) its registered waiter awaits.
 #[derive(Debug)]
 pub(crate) struct Sent {
@@ -387,15 +404,7 @@ impl OrbInner {
         timeout: Option<Duration>,
     ) -> Result<Option<Reply>, SystemException> {
         self.check_running()?;
-        let now = Instant::now();
-        let timeout = timeout.unwrap_or(self.config.call_timeout);
-        let mut deadline = now + timeout;
-        // The time left as of `now` is the timeout, unless an earlier deadline is inherited.
-        let mut first = Reading { now, left: timeout };
-        if let Some(inherited) = inherited_deadline().filter(|&d| d < deadline) {
-            deadline = inherited;
-            first.left = deadline.saturating_duration_since(now);
-        }
+        let (deadline, first) = Reading::deadline(timeout.unwrap_or(self.config.call_timeout));
         // Only a LOCATION_FORWARD makes a new target; the common path borrows the caller's.
         let mut forwarded: Option<ObjectRef> = None;
         let mut hops = 0;
