@@ -233,7 +233,7 @@ impl OrbBuilder {
     }
 
     /// How long replies to requests that arrived together may be held back so that they
-    /// go out together (default zero: never held).
+    /// go out together (default 10 µs; `Duration::ZERO`: never held).
     ///
     /// With a hold, when one read from a connection brings several requests, each is still
     /// dispatched to the pool as usual, but their replies queue and are written in one
@@ -243,12 +243,14 @@ impl OrbBuilder {
     /// queue), or, once `hold` has passed since the first of them was dispatched, when the
     /// next is. A request that comes alone, as from a call-at-a-time client, is never held.
     ///
-    /// It pays where the server's CPU is the bottleneck and costs where the client's is:
-    /// measured on the benchmarks' 2-vCPU VM with 50 µs, `tput-async 1000` (one client
-    /// thread, 1,000 calls in flight over one connection) went from about 245k to 320-364k
-    /// calls/s, and the server of `tput 32` from 9.7 to 5.1 µs of CPU per call; but `tput
-    /// 32` with server and client on separate CPUs fell by about 14%, the replies reaching
-    /// the client in later bursts (examples/bench/PROFILE.md, 2026-11-26 afternoon).
+    /// Why 10 µs: on the benchmarks' 2-vCPU VM (examples/bench/PROFILE.md, 2026-12-07
+    /// 22:40), against no hold, `tput 32` (32 callers over one connection, nothing pinned)
+    /// went from 107-133k to 142-161k calls/s, `tput-async 1000` (1,000 calls in flight
+    /// over one connection) from 353-379k to 545-719k, and `tput 32` with server and client
+    /// on separate CPUs stayed at 118-152k against 124-152k. Longer holds batch more and
+    /// pay more where the server's CPU is the bottleneck (`tput-async` 609-780k at 20 and
+    /// 30 µs) but cost where the client's is: the replies reach it in later bursts (`tput
+    /// 32` split placement 109-123k at 30 µs).
     ///
     /// The price in latency: a reply can also wait behind one more upcall of its read, if
     /// that upcall runs long right after short ones and no other pool thread is free to
