@@ -425,6 +425,7 @@ impl<S: Io> Connection<S> {
     }
 
     /// Whether a hold is kept past the thread that took it (a driver's or a batch's).
+    #[inline]
     pub(crate) fn hold_is_kept(&self) -> bool {
         self.hold_kept.load(Ordering::Acquire)
     }
