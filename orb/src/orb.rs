@@ -247,7 +247,8 @@ impl OrbBuilder {
     /// 22:40), against no hold, `tput 32` (32 callers over one connection, nothing pinned)
     /// went from 107-133k to 142-161k calls/s, `tput-async 1000` (1,000 calls in flight
     /// over one connection) from 353-379k to 545-719k, and `tput 32` with server and client
-    /// on separate CPUs stayed at 118-152k against 124-152k. Longer holds batch more and
+    /// on separate CPUs lost about 5% (124-152k against 118-152k in those rounds; five
+    /// back-to-back A/B rounds, median per-round ratio 0.93). Longer holds batch more and
     /// pay more where the server's CPU is the bottleneck (`tput-async` 609-780k at 20 and
     /// 30 µs) but cost where the client's is: the replies reach it in later bursts (`tput
     /// 32` split placement 109-123k at 30 µs).
