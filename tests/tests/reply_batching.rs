@@ -49,29 +49,36 @@ impl Node for GateServant {
 }
 
 /// A server ORB with `threads` pool threads serving a [`GateServant`] under key `gate`. Its
-/// replies to one read's requests may be held for a minute (a loaded machine can deschedule a
-/// pool thread between two dispatches for longer than the default hold, and the counts below
-/// must not depend on that), or, with `hold` false, not at all.
-fn server_with(threads: usize, hold: bool) -> (protorb::Orb, Arc<Gate>) {
-    let hold = if hold {
-        Duration::from_secs(60)
-    } else {
-        Duration::ZERO
-    };
-    let orb = protorb::Orb::builder()
+/// replies to one read's requests may be held for a minute (`Hold::Minute`: a loaded machine
+/// can deschedule a pool thread between two dispatches for longer than the default hold, and
+/// the counts below must not depend on that), for the default hold (`Hold::Default`), or not
+/// at all (`Hold::Off`).
+fn server_with(threads: usize, hold: Hold) -> (protorb::Orb, Arc<Gate>) {
+    let b = protorb::Orb::builder()
         .listen(("127.0.0.1", 0))
-        .threads(threads)
-        .reply_batch_hold(hold)
-        .build()
-        .unwrap();
+        .threads(threads);
+    let b = match hold {
+        Hold::Minute => b.reply_batch_hold(Duration::from_secs(60)),
+        Hold::Off => b.reply_batch_hold(Duration::ZERO),
+        Hold::Default => b,
+    };
+    let orb = b.build().unwrap();
     let gate = Gate::closed();
     orb.activate(&b"gate"[..], NodeSkeleton::new(GateServant(gate.clone())));
     (orb, gate)
 }
 
+/// How long [`server_with`]'s replies may be held.
+#[derive(Clone, Copy)]
+enum Hold {
+    Minute,
+    Default,
+    Off,
+}
+
 /// [`server_with`] holding replies.
 fn server(threads: usize) -> (protorb::Orb, Arc<Gate>) {
-    server_with(threads, true)
+    server_with(threads, Hold::Minute)
 }
 
 /// A GIOP 1.2 two-way `Ping` request to `gate` with request id and depth `id`.
@@ -168,7 +175,7 @@ fn replies_to_one_read_go_out_together() {
 /// as its upcall ends.
 #[test]
 fn with_the_hold_off_each_reply_is_written_as_it_is_made() {
-    let (orb, _gate) = server_with(1, false);
+    let (orb, _gate) = server_with(1, Hold::Off);
     let mut s = TcpStream::connect(orb.listen_addrs()[0]).unwrap();
     send_together(&mut s, &[ping(100, false)]);
     assert_eq!(read_reply(&mut s), 100);
@@ -242,7 +249,17 @@ fn a_read_ending_in_another_message_ends_the_hold() {
 /// the gate opens.
 #[test]
 fn no_reply_waits_behind_a_blocked_upcall_of_its_batch() {
-    let (orb, gate) = server(2);
+    fast_replies_pass_a_blocked_upcall(Hold::Minute);
+}
+
+/// The same with the default hold (10 µs): what a server that sets nothing does.
+#[test]
+fn by_default_no_reply_waits_behind_a_blocked_upcall_of_its_batch() {
+    fast_replies_pass_a_blocked_upcall(Hold::Default);
+}
+
+fn fast_replies_pass_a_blocked_upcall(hold: Hold) {
+    let (orb, gate) = server_with(2, hold);
     let mut s = TcpStream::connect(orb.listen_addrs()[0]).unwrap();
     send_together(&mut s, &[ping(100, false)]);
     assert_eq!(read_reply(&mut s), 100);
