@@ -81,7 +81,7 @@ impl Default for Config {
             bidir: true,
             bidir_accept: false,
             standby_tick: Some(Duration::from_millis(10)),
-            reply_batch_hold: Duration::from_micros(10),
+            reply_batch_hold: Duration::from_micros(50),
             owned_reads: true,
             max_connections: 1024,
             idle_timeout: Some(Duration::from_secs(60)),

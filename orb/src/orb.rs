@@ -233,25 +233,27 @@ impl OrbBuilder {
     }
 
     /// How long replies to requests that arrived together may be held back so that they
-    /// go out together (default 10 µs; `Duration::ZERO`: never held).
+    /// go out together (default 50 µs; `Duration::ZERO`: never held).
     ///
     /// With a hold, when one read from a connection brings several requests, each is still
     /// dispatched to the pool as usual, but their replies queue and are written in one
     /// system call (`writev`) rather than one each. They go out when the last request of the
     /// read is dispatched (before its upcall runs), before the connection is read again,
     /// when a thread sending on the connection must wait (a nested call through it, a full
-    /// queue), or, once `hold` has passed since the first of them was dispatched, when the
-    /// next is. A request that comes alone, as from a call-at-a-time client, is never held.
+    /// queue), or at the next dispatch once 8 replies are queued or `hold` has passed since
+    /// the first of them was dispatched. A request that comes alone, as from a call-at-a-time
+    /// client, is never held.
     ///
-    /// Why 10 µs: on the benchmarks' 2-vCPU VM (examples/bench/PROFILE.md, 2026-12-07
-    /// 22:40), against no hold, `tput 32` (32 callers over one connection, nothing pinned)
-    /// went from 107-133k to 142-161k calls/s, `tput-async 1000` (1,000 calls in flight
-    /// over one connection) from 353-379k to 545-719k, and `tput 32` with server and client
-    /// on separate CPUs lost about 5% (124-152k against 118-152k in those rounds; five
-    /// back-to-back A/B rounds, median per-round ratio 0.93). Longer holds batch more and
-    /// pay more where the server's CPU is the bottleneck (`tput-async` 609-780k at 20 and
-    /// 30 µs) but cost where the client's is: the replies reach it in later bursts (`tput
-    /// 32` split placement 109-123k at 30 µs).
+    /// Why on, and why these limits (examples/bench/PROFILE.md, 2026-12-07 22:40 and
+    /// 2026-12-08 00:20; the benchmarks' 2-vCPU VM, medians of five interleaved rounds):
+    /// with no hold, `tput 32` (32 callers over one connection, nothing pinned) made 108k
+    /// calls/s, `tput-async 1000` (1,000 calls in flight over one connection) 320k, and
+    /// `tput 32` with server and client on CPUs of their own 136k; with 8 replies or 50 µs,
+    /// 147k, 584k and 148k. A time limit alone either cut batches short where the client
+    /// needs them (`tput-async` fell below no hold at 6 µs, as the hold ended at nearly every
+    /// dispatch) or delivered replies in late bursts where the client's CPU is the limit
+    /// (split placement −9% at 10 µs, −20% at 30 µs); the count does not depend on how fast
+    /// the machine dispatches.
     ///
     /// The price in latency: a reply can also wait behind one more upcall of its read, if
     /// that upcall runs long right after short ones and no other pool thread is free to

@@ -1,8 +1,8 @@
 //! With `OrbBuilder::reply_batch_hold` set, replies to requests that arrive in one read go
 //! out together (the server's hold for a batch, `OrbInner::hold_for_batch`), and no reply is
 //! held behind an upcall that blocks while another pool thread can dispatch the rest of the
-//! batch; with the hold off (`Duration::ZERO`; the default holds for 10 µs) each reply is
-//! written as it is made.
+//! batch; with the hold off (`Duration::ZERO`; by default a hold lasts up to 8 replies or
+//! 50 µs) each reply is written as it is made.
 //!
 //! A raw TCP client writes several GIOP 1.2 requests in one `write`, so the server reads
 //! them at once, then reads the replies. Nothing here depends on timing: a reply that was
@@ -252,7 +252,7 @@ fn no_reply_waits_behind_a_blocked_upcall_of_its_batch() {
     fast_replies_pass_a_blocked_upcall(Hold::Minute);
 }
 
-/// The same with the default hold (10 µs): what a server that sets nothing does.
+/// The same with the default hold (8 replies or 50 µs): what a server that sets nothing does.
 #[test]
 fn by_default_no_reply_waits_behind_a_blocked_upcall_of_its_batch() {
     fast_replies_pass_a_blocked_upcall(Hold::Default);

@@ -430,12 +430,22 @@ impl<S: Io> Connection<S> {
         self.hold_kept.load(Ordering::Acquire)
     }
 
-    /// Whether a hold kept for a batch ([`hold_for_batch`](Self::hold_for_batch)) was taken
-    /// more than `max_age` before `now`: the replies queued behind it have waited long enough.
-    pub(crate) fn batch_hold_older_than(&self, max_age: Duration, now: Instant) -> bool {
-        self.hold_kept.load(Ordering::Acquire)
-            && lock(&self.write)
-                .batch_since
+    /// Whether a hold kept for a batch ([`hold_for_batch`](Self::hold_for_batch)) has
+    /// enough behind it: `max_parts` buffers queued (a reply is one, a large one a few), or
+    /// taken more than `max_age` before `now`: the replies queued behind it have waited long
+    /// enough.
+    pub(crate) fn batch_hold_full(
+        &self,
+        max_parts: usize,
+        max_age: Duration,
+        now: Instant,
+    ) -> bool {
+        if !self.hold_kept.load(Ordering::Acquire) {
+            return false;
+        }
+        let w = lock(&self.write);
+        w.queue.parts.len() >= max_parts
+            || w.batch_since
                 .is_some_and(|t| now.saturating_duration_since(t) > max_age)
     }
 

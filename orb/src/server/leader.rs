@@ -236,6 +236,14 @@ impl Driver for OrbInner {
     }
 }
 
+/// Replies a batch's hold lets queue before the next dispatch of its read writes them
+/// ([`OrbInner::hold_for_batch`]): a count, unlike `reply_batch_hold`'s time, that does not
+/// depend on how fast this machine dispatches. With 8 on the benchmarks' 2-vCPU VM, against a
+/// time limit alone of 10 µs: `tput-async 1000` 542k → 584k calls/s, `tput 32` split
+/// placement 142k → 148k, unpinned 143k → 147k (medians of five interleaved rounds; 4 and
+/// 12 did worse on one of the three: examples/bench/PROFILE.md, 2026-12-08 00:20).
+const BATCH_REPLIES: usize = 8;
+
 impl OrbInner {
     /// [`Driver::lead`] for a turn of an event-loop driver that keeps the writes it holds
     /// past the turn (`protorb::tokio`; see `Connection::keep_hold`): the replies
@@ -549,11 +557,12 @@ impl OrbInner {
     /// `conn`'s buffer (`buffered`), their replies are held and go out together
     /// (`Connection::hold_for_batch`), in one `writev` instead of one each. The hold ends,
     /// writing what queued behind it, when the last of them is dispatched (before its
-    /// upcall runs), when it is older than `reply_batch_hold` at the next dispatch, before
-    /// the connection's socket is read again, or when anyone sending on the connection must
-    /// wait (a nested call, a full queue). So a reply waits at most for the next dispatch of
-    /// the same read: behind one upcall that runs long after short ones, on a pool whose
-    /// threads are all in upcalls (`OrbBuilder::reply_batch_hold`).
+    /// upcall runs), when [`BATCH_REPLIES`] replies are queued behind it or it is older than
+    /// `reply_batch_hold` at the next dispatch, before the connection's socket is read
+    /// again, or when anyone sending on the connection must wait (a nested call, a full
+    /// queue). So a reply waits at most for the next dispatch of the same read: behind one
+    /// upcall that runs long after short ones, on a pool whose threads are all in upcalls
+    /// (`OrbBuilder::reply_batch_hold`).
     ///
     /// Called for every frame taken (`request`: whether it is a Request): the last frame of
     /// a read ends the hold whatever it is (a Reply on a bidirectional connection, say), so
@@ -571,7 +580,7 @@ impl OrbInner {
             return;
         }
         let now = Instant::now();
-        if conn.batch_hold_older_than(hold, now) {
+        if conn.batch_hold_full(BATCH_REPLIES, hold, now) {
             self.end_kept_hold(conn);
         }
         conn.hold_for_batch(now);
