@@ -248,8 +248,10 @@ impl OrbBuilder {
     /// 2026-12-08 00:20; the benchmarks' 2-vCPU VM, medians of five interleaved rounds):
     /// with no hold, `tput 32` (32 callers over one connection, nothing pinned) made 108k
     /// calls/s, `tput-async 1000` (1,000 calls in flight over one connection) 320k, and
-    /// `tput 32` with server and client on CPUs of their own 136k; with 8 replies or 50 µs,
-    /// 147k, 584k and 148k. A time limit alone either cut batches short where the client
+    /// `tput 32` with server and client on CPUs of their own 136k; holding up to 8 replies
+    /// (with a 200 µs limit) made 131k, 538k and 146k in the same rounds. In later rounds,
+    /// 8 replies or 50 µs made 147k, 584k and 148k against 143k, 542k and 142k for 10 µs
+    /// alone. A time limit alone either cut batches short where the client
     /// needs them (`tput-async` fell below no hold at 6 µs, as the hold ended at nearly every
     /// dispatch) or delivered replies in late bursts where the client's CPU is the limit
     /// (split placement −9% at 10 µs, −20% at 30 µs); the count does not depend on how fast

@@ -81,6 +81,11 @@ impl OutQueue {
         self.len == 0
     }
 
+    /// Buffers queued (a small frame is one).
+    pub(crate) fn buffers(&self) -> usize {
+        self.parts.len()
+    }
+
     /// Moves up to `max` buffers from the front into `out` (for the writer to write without
     /// the lock; their bytes still count in `len` until [`written`](Self::written)).
     pub(crate) fn take_front(&mut self, out: &mut Vec<Bytes>, max: usize) {
@@ -444,7 +449,7 @@ impl<S: Io> Connection<S> {
             return false;
         }
         let w = lock(&self.write);
-        w.queue.parts.len() >= max_parts
+        w.queue.buffers() >= max_parts
             || w.batch_since
                 .is_some_and(|t| now.saturating_duration_since(t) > max_age)
     }
