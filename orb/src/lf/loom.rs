@@ -48,6 +48,9 @@ struct Net {
     /// Requests handed with the role to the bound thread of their call chain
     /// (`Lf::step_down_for`), by chain.
     addressed: Mutex<Vec<u32>>,
+    /// A pool thread's turn runs the upcalls it reads and leads on where the pool allows
+    /// it (`Lf::serve_and_lead_on`), as the ORB's driver does.
+    lead_on: bool,
 }
 
 impl Net {
@@ -62,11 +65,9 @@ impl Net {
     }
 }
 
-/// An upcall: the call chain of its request (0: none). A request is an event for nobody
-/// whose number is its chain.
-impl Driver for Net {
-    type Upcall = u32;
-    fn lead(&self, p: &Arc<Participant>, _until: Option<Until>) -> Lead<u32> {
+impl Net {
+    /// One turn as leader, as `lead_holding` has it.
+    fn lead_once(&self, p: &Arc<Participant>, _until: Option<Until>) -> Lead<u32> {
         // As the ORB's driver: a pool thread made leader runs a set-aside request first, a
         // bound one a request of its chain handed to it.
         if p.unbound {
@@ -127,6 +128,27 @@ impl Driver for Net {
             None => Lead::Idle,
         }
     }
+}
+
+/// An upcall: the call chain of its request (0: none). A request is an event for nobody
+/// whose number is its chain.
+impl Driver for Net {
+    type Upcall = u32;
+    fn lead(&self, p: &Arc<Participant>, until: Option<Until>) -> Lead<u32> {
+        loop {
+            let lead = self.lead_once(p, until);
+            let u = match lead {
+                Lead::Upcall(u) if p.unbound && self.lead_on => u,
+                lead => return lead,
+            };
+            match self.lf.serve_and_lead_on(p, u, self) {
+                Ok(true) => {}
+                Ok(false) => return Lead::Served,
+                Err(u) => return Lead::Upcall(u),
+            }
+        }
+    }
+
     fn upcall_chain(&self, u: &u32) -> Option<u64> {
         (*u != 0).then_some(u64::from(*u))
     }
@@ -250,6 +272,7 @@ fn net_parking(lf: &Arc<Lf>, standby: bool, parking: bool) -> Arc<Net> {
         ran: (Mutex::new(0), Condvar::new()),
         ran_by: Mutex::new(None),
         addressed: Mutex::new(Vec::new()),
+        lead_on: false,
     })
 }
 
@@ -462,6 +485,32 @@ fn tick_mode_look_at_the_loop_strands_no_event() {
         let n = net_with(&lf, true);
         let pool: Vec<_> = (0..2).map(|_| spawn_pool_thread(&lf, &n)).collect();
         // A request (an upcall), then the reply a caller waits for.
+        n.push(None, 1);
+        let p = Participant::bound();
+        n.push(Some(p.clone()), 9);
+        assert_eq!(lf.run(&p, None, &*n), Exit::Completed);
+        assert_eq!(p.take().unwrap().unwrap().unwrap().header.request_id, 9);
+        lf.shutdown(&*n);
+        for t in pool {
+            t.join().unwrap();
+        }
+    });
+}
+
+/// The same with pool threads that run the upcalls they read and lead on
+/// (`Lf::serve_and_lead_on`): the vacancy each upcall leaves, its thread's taking the role
+/// back, and the standby's tick taking the role meanwhile never make two leaders (asserted
+/// in `lead`) nor strand the caller's reply.
+#[test]
+fn tick_mode_leading_on_after_an_upcall_strands_no_event() {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(|| {
+        let lf = Arc::new(Lf::with_tick(Some(std::time::Duration::from_nanos(1))));
+        lock(&lf.state).tick_mode = true;
+        let mut n = net_parking(&lf, true, false);
+        Arc::get_mut(&mut n).unwrap().lead_on = true;
+        let pool: Vec<_> = (0..2).map(|_| spawn_pool_thread(&lf, &n)).collect();
         n.push(None, 1);
         let p = Participant::bound();
         n.push(Some(p.clone()), 9);

@@ -54,7 +54,12 @@ impl Lf {
     /// asynchronous call in flight (`Driver::calls_unwatched`, read after the vacancy is
     /// marked: a call started meanwhile sees the mark, [`expect_event`](Self::expect_event)).
     /// True if it did.
-    fn vacate_unarmed<D: Driver>(&self, st: &mut State, driver: &D, caller: bool) -> bool {
+    pub(super) fn vacate_unarmed<D: Driver>(
+        &self,
+        st: &mut State,
+        driver: &D,
+        caller: bool,
+    ) -> bool {
         if !(st.tick_mode
             && st.ticking
             && st.standby.is_some()

@@ -84,6 +84,12 @@ struct Script {
     arms: AtomicUsize,
     /// Requests a bound leader set aside for a pool thread (`take_parked`).
     parked: AtomicUsize,
+    /// A pool thread's turn runs the upcalls it reads and leads on where the pool allows it
+    /// (`Lf::serve_and_lead_on`, as the ORB's driver does), instead of returning each.
+    lead_on: std::sync::atomic::AtomicBool,
+    /// Upcalls run that way, and of those the ones after which the role was another's.
+    led_on: AtomicUsize,
+    served: AtomicUsize,
 }
 
 impl Script {
@@ -105,6 +111,9 @@ impl Script {
             nested: std::sync::atomic::AtomicBool::new(false),
             arms: AtomicUsize::new(0),
             parked: AtomicUsize::new(0),
+            lead_on: std::sync::atomic::AtomicBool::new(false),
+            led_on: AtomicUsize::new(0),
+            served: AtomicUsize::new(0),
         })
     }
 
@@ -123,9 +132,9 @@ enum Event {
     Upcall,
 }
 
-impl Driver for Script {
-    type Upcall = ();
-    fn lead(&self, p: &Arc<Participant>, until: Option<Until>) -> Lead<()> {
+impl Script {
+    /// One turn as leader: the next scripted event, or `Idle` after a short wait.
+    fn lead_once(&self, p: &Arc<Participant>, until: Option<Until>) -> Lead<()> {
         let n = self.leaders.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_leaders.fetch_max(n, Ordering::SeqCst);
         if lock(&self.lf.state).standby == Some(p.id) {
@@ -152,7 +161,9 @@ impl Driver for Script {
             None => Lead::Idle,
         }
     }
-    fn run_upcall(&self, _u: ()) {
+    /// The scripted user code of an upcall (held at the gate, a nested call, or a short
+    /// sleep).
+    fn run_scripted_upcall(&self) {
         let (m, cv, held) = &self.gate;
         let mut g = lock(m);
         if g.0 > 0 {
@@ -178,6 +189,35 @@ impl Driver for Script {
         }
         self.upcalls.fetch_add(1, Ordering::SeqCst);
         self.lf.user_code_done(self);
+    }
+}
+
+impl Driver for Script {
+    type Upcall = ();
+    fn lead(&self, p: &Arc<Participant>, until: Option<Until>) -> Lead<()> {
+        loop {
+            let lead = self.lead_once(p, until);
+            if !(p.unbound
+                && self.lead_on.load(Ordering::SeqCst)
+                && matches!(lead, Lead::Upcall(())))
+            {
+                return lead;
+            }
+            match self.lf.serve_and_lead_on(p, (), self) {
+                Ok(true) => {
+                    self.led_on.fetch_add(1, Ordering::SeqCst);
+                }
+                Ok(false) => {
+                    self.led_on.fetch_add(1, Ordering::SeqCst);
+                    self.served.fetch_add(1, Ordering::SeqCst);
+                    return Lead::Served;
+                }
+                Err(()) => return Lead::Upcall(()),
+            }
+        }
+    }
+    fn run_upcall(&self, _u: ()) {
+        self.run_scripted_upcall();
     }
     fn take_parked(&self) -> Option<()> {
         self.parked
@@ -486,10 +526,26 @@ fn shut_down_and_check(lf: &Lf, script: &Script, pool: Vec<std::thread::JoinHand
 /// arrive and are served by the ticking standby, which takes the role over.
 #[test]
 fn tick_mode_leaves_upcalls_unarmed_and_a_held_upcall_is_taken_over() {
+    tick_mode_and_a_takeover(false);
+}
+
+/// The same with pool threads that run the upcalls they read and lead on
+/// (`Lf::serve_and_lead_on`, the ORB's driver): tick mode comes as before, those upcalls run
+/// without returning to the pool, and the held one is still taken over by the standby,
+/// one leader at a time; its thread, back, finds the role another's or takes it back.
+#[test]
+fn a_pool_thread_that_leads_on_after_its_upcalls_is_taken_over_alike() {
+    let led_on = tick_mode_and_a_takeover(true);
+    assert!(led_on > 5, "{led_on} upcalls ran with the turn leading on");
+}
+
+/// Runs the tick-mode scenario above; returns how many upcalls ran with the turn leading on.
+fn tick_mode_and_a_takeover(lead_on: bool) -> usize {
     // Long enough that a thread descheduled on a busy machine rarely looks like a long
     // upcall (which would end tick mode early; the loop below then just runs longer).
     let lf = Arc::new(Lf::with_tick(Some(Duration::from_millis(20))));
     let script = Script::new(&lf, true);
+    script.lead_on.store(lead_on, Ordering::SeqCst);
     let pool = pool_threads(&lf, &script, 2);
     let in_tick_mode = || {
         let st = lock(&lf.state);
@@ -542,6 +598,7 @@ fn tick_mode_leaves_upcalls_unarmed_and_a_held_upcall_is_taken_over() {
         script.upcalls.load(Ordering::SeqCst) == n + 6
     });
     shut_down_and_check(&lf, &script, pool);
+    script.led_on.load(Ordering::SeqCst)
 }
 
 /// In tick mode, an upcall that makes a nested call, leads its wait and gets its reply
@@ -551,11 +608,30 @@ fn tick_mode_leaves_upcalls_unarmed_and_a_held_upcall_is_taken_over() {
 /// its caller, one leader at a time.
 #[test]
 fn in_tick_mode_a_nested_callers_reply_leaves_the_role_unarmed() {
+    nested_calls_in_tick_mode(false);
+}
+
+/// The same with pool threads that run the upcalls they read and lead on
+/// (`Lf::serve_and_lead_on`): the nested call waits under the turn's frame, and its reply
+/// still leaves the role unarmed, twice a round, nothing armed.
+#[test]
+fn a_pool_thread_that_leads_on_leaves_the_role_unarmed_around_nested_calls() {
+    let led_on = nested_calls_in_tick_mode(true);
+    assert!(
+        led_on >= 50,
+        "{led_on} upcalls ran with the turn leading on"
+    );
+}
+
+/// Runs the nested-call scenario above; returns how many upcalls ran with the turn leading
+/// on.
+fn nested_calls_in_tick_mode(lead_on: bool) -> usize {
     // A tick far longer than the test: no tick fires and no upcall counts as long, so once
     // tick mode is on it stays on (requests come one at a time: nothing arrives during an
     // upcall to end it).
     let lf = Arc::new(Lf::with_tick(Some(Duration::from_secs(60))));
     let script = Script::new(&lf, true);
+    script.lead_on.store(lead_on, Ordering::SeqCst);
     let pool = pool_threads(&lf, &script, 2);
     let mut n = 0;
     let mut judged = 0;
@@ -590,6 +666,7 @@ fn in_tick_mode_a_nested_callers_reply_leaves_the_role_unarmed() {
         "{n} upcalls one at a time did not start tick mode"
     );
     shut_down_and_check(&lf, &script, pool);
+    script.led_on.load(Ordering::SeqCst)
 }
 
 /// `n` pool threads serving `script` until shutdown.

@@ -53,6 +53,15 @@
 //!   until a read from the poll brings a frame (`ReadState::may_own`), so a peer that stalls
 //!   or trickles costs the bound once, not on every turn.
 //!
+//! **A pool thread leads on after its upcall.** In tick mode (the pool leaves the role
+//! vacant unarmed for a short upcall: `lf/standby.rs`), a pool thread that read a request
+//! runs it within its turn and takes the role back right after
+//! ([`Lf::serve_and_lead_on`](crate::lf::Lf::serve_and_lead_on)), the same steps under the
+//! promotion lock as stepping down and coming back through the pool, so the turn goes on to
+//! the connection it owns: a server answering one client's requests one after another reads,
+//! runs and replies as a thread per connection would. Anything else (no tick mode, a caller
+//! waiting, work pending, the role taken meanwhile) goes back to the pool as before.
+//!
 //! **A caller's own reply** ([`read_own_reply`](OrbInner::read_own_reply)). On a client that
 //! does not listen, a caller that finds the role vacant makes that owned read itself, between
 //! its send and the pool: if the frame is its reply, it returns it and leaves, without the
@@ -96,25 +105,36 @@ impl Driver for OrbInner {
     type Upcall = Upcall;
 
     fn lead(&self, p: &Arc<Participant>, until: Option<Until>) -> Lead<Upcall> {
-        if p.unbound {
-            if let Some(u) = self.upcalls.take_parked() {
-                return Lead::Upcall(u);
-            }
-        } else if p.chain() != 0 {
-            // A callback of this thread's call, handed over with the role by the pool thread
-            // that read it (`Lf::step_down_for`).
-            if let Some(u) = self.upcalls.take_addressed(p.chain()) {
-                return Lead::Upcall(u);
-            }
-        }
         // The connection whose writes this leader holds while it hands out replies: each
         // caller it wakes sends its next request at once, and those go out in one `writev`
         // when the leader is done with the batch (before it reads, polls or leaves).
         let mut held = None;
-        let mut unbounded = usize::MAX;
-        let lead = self.lead_holding(p, until, &mut held, false, &mut unbounded);
-        self.release_writes(&mut held);
-        lead
+        loop {
+            if p.unbound {
+                if let Some(u) = self.upcalls.take_parked() {
+                    return Lead::Upcall(u);
+                }
+            } else if p.chain() != 0 {
+                // A callback of this thread's call, handed over with the role by the pool
+                // thread that read it (`Lf::step_down_for`).
+                if let Some(u) = self.upcalls.take_addressed(p.chain()) {
+                    return Lead::Upcall(u);
+                }
+            }
+            let mut unbounded = usize::MAX;
+            let lead = self.lead_holding(p, until, &mut held, false, &mut unbounded);
+            self.release_writes(&mut held);
+            // A pool thread in tick mode runs the request it read and leads on from here
+            // (reading on the connection it owns, as a thread per connection would).
+            match lead {
+                Lead::Upcall(u) if p.unbound => match self.lf.serve_and_lead_on(p, u, self) {
+                    Ok(true) => {}
+                    Ok(false) => return Lead::Served,
+                    Err(u) => return Lead::Upcall(u),
+                },
+                lead => return lead,
+            }
+        }
     }
 
     fn run_upcall(&self, u: Upcall) {

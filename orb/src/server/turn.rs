@@ -169,7 +169,7 @@ impl OrbInner {
                         break;
                     }
                 }
-                Lead::Idle | Lead::StepDown => {
+                Lead::Idle | Lead::StepDown | Lead::Served => {
                     let left = self.reactor.has_ready()
                         || self.reactor.poll_was_full()
                         || self.upcalls.has_parked();
