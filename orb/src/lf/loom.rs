@@ -476,25 +476,7 @@ fn a_caller_that_disarms_and_leaves_passes_the_role_on() {
 /// `events_waiting` announced what it took with a wake-up).
 #[test]
 fn tick_mode_look_at_the_loop_strands_no_event() {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(3);
-    b.check(|| {
-        // A tick so short that every vacancy is old enough to take over.
-        let lf = Arc::new(Lf::with_tick(Some(std::time::Duration::from_nanos(1))));
-        lock(&lf.state).tick_mode = true;
-        let n = net_with(&lf, true);
-        let pool: Vec<_> = (0..2).map(|_| spawn_pool_thread(&lf, &n)).collect();
-        // A request (an upcall), then the reply a caller waits for.
-        n.push(None, 1);
-        let p = Participant::bound();
-        n.push(Some(p.clone()), 9);
-        assert_eq!(lf.run(&p, None, &*n), Exit::Completed);
-        assert_eq!(p.take().unwrap().unwrap().unwrap().header.request_id, 9);
-        lf.shutdown(&*n);
-        for t in pool {
-            t.join().unwrap();
-        }
-    });
+    tick_mode_request_then_reply(false);
 }
 
 /// The same with pool threads that run the upcalls they read and lead on
@@ -503,13 +485,20 @@ fn tick_mode_look_at_the_loop_strands_no_event() {
 /// in `lead`) nor strand the caller's reply.
 #[test]
 fn tick_mode_leading_on_after_an_upcall_strands_no_event() {
+    tick_mode_request_then_reply(true);
+}
+
+/// Two pool threads in tick mode (leading on after their upcalls if `lead_on`), a request
+/// (an upcall), then the reply a caller waits for: the caller gets it.
+fn tick_mode_request_then_reply(lead_on: bool) {
     let mut b = loom::model::Builder::new();
     b.preemption_bound = Some(3);
-    b.check(|| {
+    b.check(move || {
+        // A tick so short that every vacancy is old enough to take over.
         let lf = Arc::new(Lf::with_tick(Some(std::time::Duration::from_nanos(1))));
         lock(&lf.state).tick_mode = true;
-        let mut n = net_parking(&lf, true, false);
-        Arc::get_mut(&mut n).unwrap().lead_on = true;
+        let mut n = net_with(&lf, true);
+        Arc::get_mut(&mut n).expect("not shared yet").lead_on = lead_on;
         let pool: Vec<_> = (0..2).map(|_| spawn_pool_thread(&lf, &n)).collect();
         n.push(None, 1);
         let p = Participant::bound();

@@ -1123,12 +1123,12 @@ impl Lf {
     ) -> Result<bool, D::Upcall> {
         {
             let mut st = lock(&self.state);
-            // `step_down_for` with an idle pool thread to promote (so no hand-over to the
-            // thread of a call chain), then `promote_for_upcall`'s unarmed vacancy.
+            // `step_down_for`, then `promote_for_upcall`'s unarmed vacancy. That vacancy needs
+            // the standby, an idle pool thread, so `step_down_for` would hand nothing to the
+            // thread of a call chain.
             if !p.unbound
                 || st.leader != Some(p.id)
                 || st.shutdown
-                || !st.has_waiting_unbound()
                 || !self.vacate_unarmed(&mut st, driver, false)
             {
                 return Err(u);
